@@ -1,0 +1,27 @@
+"""Routing policies, registered by name (like RouteLLM's router registry).
+
+    policy = get_policy("cheapest", config)
+"""
+
+from __future__ import annotations
+
+from gateway.config import GatewayConfig
+from policies.base import Candidate, Decision, Policy, PolicyFactory, RouteContext
+from policies.cheapest import CheapestPolicy
+from policies.fixed import FixedPolicy
+
+POLICIES: dict[str, PolicyFactory] = {
+    "cheapest": CheapestPolicy,
+    "fixed": FixedPolicy,
+}
+
+
+def get_policy(name: str, config: GatewayConfig) -> Policy:
+    try:
+        factory = POLICIES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; known: {sorted(POLICIES)}") from None
+    return factory(config)
+
+
+__all__ = ["Candidate", "Decision", "Policy", "RouteContext", "POLICIES", "get_policy"]

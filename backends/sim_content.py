@@ -1,0 +1,114 @@
+"""What the simulator says: plain text, tool calls or JSON, cut into token pieces.
+
+Pure functions of the request and a seeded RNG, so tests are repeatable.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+WORDS = (
+    "the model answers with a short and plausible reply about routing cost latency quality "
+    "tokens budget request gateway batch stream team energy prefill decode queue").split()
+CHARS_PER_JSON_TOKEN = 4
+
+
+@dataclass(slots=True)
+class Draft:
+    pieces: list[dict[str, Any]]          # one delta per output token
+    finish_reason: str
+    logprobs: list[dict[str, Any]] | None = None
+
+
+def example_value(schema: Any, depth: int = 0) -> Any:
+    """A value that satisfies a (simple) JSON schema: types, required, enums."""
+    if not isinstance(schema, dict) or depth > 6:
+        return "value"
+    if "enum" in schema and schema["enum"]:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        return {k: example_value(v, depth + 1) for k, v in props.items()}
+    if kind == "array":
+        return [example_value(schema.get("items"), depth + 1)]
+    return {"integer": 1, "number": 1.5, "boolean": True, "null": None}.get(kind, "value")
+
+
+def _tool_call(payload: dict[str, Any], rng: random.Random) -> dict[str, Any] | None:
+    tools = payload.get("tools") or []
+    choice = payload.get("tool_choice", "auto")
+    if not tools or choice == "none":
+        return None
+    tool = tools[0]
+    if isinstance(choice, dict):
+        wanted = (choice.get("function") or {}).get("name")
+        tool = next((t for t in tools if (t.get("function") or {}).get("name") == wanted), tool)
+    function = tool.get("function") or {}
+    args = example_value(function.get("parameters") or {"type": "object"})
+    return {"name": function.get("name", "tool"), "arguments": orjson.dumps(args).decode(),
+            "id": f"call_{rng.getrandbits(48):012x}"}
+
+
+def _json_text(payload: dict[str, Any], correct: bool) -> str | None:
+    fmt = payload.get("response_format")
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("json_object", "json_schema"):
+        return None
+    if fmt["type"] == "json_schema":
+        value = example_value((fmt.get("json_schema") or {}).get("schema") or {})
+    else:
+        value = {"answer": "simulated", "correct": correct}
+    return orjson.dumps(value).decode()
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _logprobs(pieces: list[dict[str, Any]], payload: dict[str, Any], rng: random.Random
+              ) -> list[dict[str, Any]] | None:
+    if not payload.get("logprobs"):
+        return None
+    top_n = int(payload.get("top_logprobs") or 0)
+    out = []
+    for piece in pieces:
+        token = piece.get("content") or ""
+        lp = -rng.random()
+        top = [{"token": token, "logprob": lp, "bytes": list(token.encode())}]
+        top += [{"token": w, "logprob": lp - 1 - i, "bytes": list(w.encode())}
+                for i, w in enumerate(WORDS[: max(0, top_n - 1)])]
+        out.append({"content": [{"token": token, "logprob": lp, "bytes": list(token.encode()),
+                                 "top_logprobs": top[:top_n]}], "refusal": None})
+    return out
+
+
+def draft_answer(payload: dict[str, Any], n_tokens: int, *, correct: bool, invalid_json: bool,
+                 rng: random.Random) -> Draft:
+    limit = payload.get("max_completion_tokens") or payload.get("max_tokens")
+    call = _tool_call(payload, rng)
+    if call is not None:
+        head = {"tool_calls": [{"index": 0, "id": call["id"], "type": "function",
+                                "function": {"name": call["name"], "arguments": ""}}]}
+        tail = [{"tool_calls": [{"index": 0, "function": {"arguments": part}}]}
+                for part in _chunks(call["arguments"], CHARS_PER_JSON_TOKEN)]
+        return Draft([head, *tail], "tool_calls")
+    text = _json_text(payload, correct)
+    if text is not None:
+        parts = _chunks(text, CHARS_PER_JSON_TOKEN)
+        finish = "stop"
+        if invalid_json:
+            parts, finish = parts[: max(1, len(parts) // 2)], "length"
+        if limit and len(parts) > int(limit):
+            parts, finish = parts[: int(limit)], "length"
+        pieces = [{"content": p} for p in parts]
+    else:
+        words = [WORDS[rng.randrange(len(WORDS))] for _ in range(n_tokens)]
+        pieces = [{"content": (" " if i else "") + w} for i, w in enumerate(words)]
+        finish = "length" if limit and n_tokens >= int(limit) else "stop"
+    return Draft(pieces, finish, _logprobs(pieces, payload, rng))

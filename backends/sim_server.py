@@ -1,0 +1,132 @@
+"""The simulator as a standalone OpenAI-compatible HTTP server.
+
+    python -m backends.sim_server --port 9001 --tpot-ms 10 --prefill 8000
+
+The ``model`` field picks a behaviour, so a fault test is one line:
+
+    default (any name)   normal serving physics from the flags
+    error                always HTTP 500
+    flaky                HTTP 500 half the time
+    slow                 prefill 50 tokens/s and 200 ms per token
+    timeout              accepts, then never answers
+    drop                 drops the connection mid-stream
+    invalid-json         truncated JSON when response_format asks for JSON
+
+``GET /sim/stats`` returns per-behaviour counters (requests, cancelled, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from backends.base import UpstreamCall
+from backends.simulated import SimulatedBackend
+from classifiers.length import counter_for
+from gateway.config import ModelConfig, Price, SimulateConfig, Timeouts
+from gateway.errors import GatewayError
+
+PROFILES: dict[str, dict[str, Any]] = {
+    "error": {"error_rate": 1.0},
+    "flaky": {"error_rate": 0.5},
+    "slow": {"prefill_tokens_per_s": 50, "tpot_ms": 200},
+    "timeout": {"timeout_rate": 1.0},
+    "drop": {"drop_rate": 1.0},
+    "invalid-json": {"invalid_json_rate": 1.0},
+}
+
+
+def build_backends(base: SimulateConfig) -> dict[str, SimulatedBackend]:
+    def make(name: str, **overrides: Any) -> SimulatedBackend:
+        sim = base.model_copy(update=overrides)
+        cfg = ModelConfig(name=name, price=Price(input_per_mtok=0, output_per_mtok=0),
+                          simulate=sim, timeouts=Timeouts(first_byte_s=3600))
+        return SimulatedBackend(cfg)
+
+    backends = {"default": make("default")}
+    backends.update({name: make(name, **knobs) for name, knobs in PROFILES.items()})
+    return backends
+
+
+def error_response(status: int, message: str, code: str | None = None) -> Response:
+    body = {"error": {"message": message, "type": "server_error" if status >= 500 else
+                      "invalid_request_error", "param": None, "code": code}}
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+def create_app(base: SimulateConfig) -> Starlette:
+    backends = build_backends(base)
+    counter = counter_for("o200k_base")
+
+    async def chat(request: Request) -> Response:
+        try:
+            payload = orjson.loads(await request.body())
+            messages = payload["messages"]
+            assert isinstance(messages, list) and messages
+        except Exception:
+            return error_response(400, "'messages' is required", "invalid_request")
+        backend = backends.get(str(payload.get("model")), backends["default"])
+        call = UpstreamCall(request.headers.get("x-request-id", "sim"), payload,
+                            counter.count_messages(messages))
+        try:
+            if not payload.get("stream"):
+                completion = await backend.complete(call)
+                return Response(completion.body, media_type="application/json")
+            stream = await backend.stream(call)
+        except GatewayError as exc:
+            return error_response(getattr(exc, "upstream_status", None) or 500, exc.message)
+
+        async def relay() -> Any:
+            try:
+                async for event in stream:
+                    yield event.raw
+            finally:
+                await stream.aclose()
+
+        return StreamingResponse(relay(), media_type="text/event-stream")
+
+    async def models(request: Request) -> Response:
+        data = [{"id": n, "object": "model", "created": 0, "owned_by": "sim"} for n in backends]
+        return Response(orjson.dumps({"object": "list", "data": data}), media_type="application/json")
+
+    async def stats(request: Request) -> Response:
+        return Response(orjson.dumps({n: b.engine.stats.snapshot() for n, b in backends.items()}),
+                        media_type="application/json")
+
+    async def health(request: Request) -> Response:
+        return Response(b'{"status":"ok"}', media_type="application/json")
+
+    return Starlette(routes=[
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/models", models),
+        Route("/sim/stats", stats),
+        Route("/health", health),
+    ])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9001)
+    parser.add_argument("--prefill", type=float, default=8000, help="prompt tokens per second")
+    parser.add_argument("--tpot-ms", type=float, default=10)
+    parser.add_argument("--batch-slowdown", type=float, default=0.04)
+    parser.add_argument("--max-batch", type=int, default=32)
+    parser.add_argument("--output-mean", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args(argv)
+    base = SimulateConfig(prefill_tokens_per_s=args.prefill, tpot_ms=args.tpot_ms,
+                          batch_slowdown=args.batch_slowdown, max_batch=args.max_batch,
+                          output_tokens_mean=args.output_mean, seed=args.seed)
+    uvicorn.run(create_app(base), host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""The simulator as a backend: in-process for the demo fleet, and the core of
+the standalone server (``python -m backends.sim_server``).
+
+    backend = SimulatedBackend(model_config)
+    stream = await backend.stream(UpstreamCall("r1", {"messages": [...], "stream": True}, 40))
+    async for event in stream: print(event.raw)
+
+It speaks exactly OpenAI's wire format (chat.completion and
+chat.completion.chunk), so the gateway relays it like any other upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from backends.base import Completion, LiveStats, UpstreamCall, Usage
+from backends.sim_engine import SimEngine, SimFailure
+from backends.sse import DONE, SSEEvent
+from backends.stream import StreamMeter
+from gateway.config import ModelConfig, SimulateConfig
+from gateway.errors import GatewayError, UpstreamError, UpstreamTimeout
+
+
+def _envelope(cid: str, created: int, model: str, choice: dict[str, Any] | None,
+              with_usage: bool) -> dict[str, Any]:
+    chunk: dict[str, Any] = {
+        "id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+        "system_fingerprint": "routegate-sim",
+        "choices": [] if choice is None else [{
+            "index": 0, "delta": choice["delta"], "logprobs": choice.get("logprobs"),
+            "finish_reason": choice.get("finish_reason")}],
+    }
+    if with_usage:
+        chunk["usage"] = None
+    return chunk
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
+
+
+def assemble_message(choices: list[dict[str, Any]]) -> tuple[dict[str, Any], str, Any]:
+    """Fold streamed deltas into one assistant message, as a non-stream answer has."""
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    logprobs: list[Any] = []
+    finish = "stop"
+    for choice in choices:
+        delta = choice["delta"]
+        if delta.get("content"):
+            content.append(delta["content"])
+        for tc in delta.get("tool_calls") or ():
+            slot = calls.setdefault(tc["index"], {"id": tc.get("id"), "type": "function",
+                                                  "function": {"name": "", "arguments": ""}})
+            fn = tc.get("function") or {}
+            slot["function"]["name"] += fn.get("name") or ""
+            slot["function"]["arguments"] += fn.get("arguments") or ""
+        if choice.get("logprobs"):
+            logprobs.extend(choice["logprobs"]["content"])
+        finish = choice.get("finish_reason") or finish
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) if content else None,
+                               "refusal": None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message, finish, ({"content": logprobs, "refusal": None} if logprobs else None)
+
+
+class SimulatedBackend:
+    def __init__(self, model: ModelConfig) -> None:
+        self.name = model.name
+        self.stats = LiveStats()
+        self.engine = SimEngine(model.name, model.simulate or SimulateConfig(), model.ability)
+        self._first_byte_s = model.timeouts.first_byte_s
+
+    def _chunks(self, call: UpstreamCall) -> AsyncIterator[dict[str, Any]]:
+        return self.engine.generate(call.payload, prompt_tokens=call.prompt_tokens,
+                                    difficulty=call.difficulty)
+
+    def _convert(self, exc: BaseException) -> GatewayError:
+        self.stats.observe_failure()
+        if isinstance(exc, TimeoutError):
+            return UpstreamTimeout(f"model {self.name} timed out")
+        if isinstance(exc, SimFailure) and exc.status:
+            return UpstreamError(f"model {self.name} failed with HTTP {exc.status}",
+                                 upstream_status=exc.status)
+        return UpstreamError(f"model {self.name} failed: connection lost")
+
+    async def complete(self, call: UpstreamCall) -> Completion:
+        started = time.perf_counter()
+        self.stats.in_flight += 1
+        try:
+            async with asyncio.timeout(self._first_byte_s):
+                choices = [c async for c in self._chunks(call)]
+        except (SimFailure, TimeoutError) as exc:
+            raise self._convert(exc) from None
+        finally:
+            self.stats.in_flight -= 1
+        message, finish, logprobs = assemble_message(choices)
+        n_out = sum(1 for c in choices[1:] if c["delta"])
+        data = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion",
+            "created": int(time.time()), "model": call.payload.get("model", self.name),
+            "system_fingerprint": "routegate-sim",
+            "choices": [{"index": 0, "message": message, "logprobs": logprobs,
+                         "finish_reason": finish}],
+            "usage": _usage(call.prompt_tokens, n_out),
+        }
+        elapsed = time.perf_counter() - started
+        self.stats.requests += 1
+        if self.engine.stats.ttft_s:
+            self.stats.observe_ttft(self.engine.stats.ttft_s[-1])
+        if n_out > 1:
+            self.stats.observe_tpot(max(0.0, elapsed - self.engine.stats.ttft_s[-1]) / n_out)
+        return Completion(orjson.dumps(data), data, Usage(call.prompt_tokens, n_out), elapsed)
+
+    async def stream(self, call: UpstreamCall) -> SimChunkStream:
+        stream = SimChunkStream(self, call)
+        self.stats.in_flight += 1
+        try:
+            async with asyncio.timeout(self._first_byte_s):
+                await stream.prime()
+        except BaseException as exc:
+            await stream.aclose()
+            if isinstance(exc, SimFailure | TimeoutError):
+                raise self._convert(exc) from None
+            raise
+        return stream
+
+    async def ready(self) -> bool:
+        return True
+
+    async def aclose(self) -> None:
+        return None
+
+
+class SimChunkStream:
+    def __init__(self, backend: SimulatedBackend, call: UpstreamCall) -> None:
+        self._backend = backend
+        self._call = call
+        self._gen = backend._chunks(call)
+        self._meter = StreamMeter(backend.stats)
+        opts = call.payload.get("stream_options") or {}
+        self._with_usage = bool(opts.get("include_usage"))
+        self._cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        self._created = int(time.time())
+        self._model = call.payload.get("model", backend.name)
+        self._first: dict[str, Any] | None = None
+        self._n_out = 0
+        self._closed = False
+
+    @property
+    def usage(self) -> Usage | None:
+        return self._meter.usage
+
+    @property
+    def ttft_s(self) -> float:
+        return self._meter.ttft_s or 0.0
+
+    @property
+    def tpot_s(self) -> float | None:
+        return self._meter.tpot_s
+
+    async def prime(self) -> None:
+        self._first = await self._gen.__anext__()
+
+    def _event(self, choice: dict[str, Any] | None) -> SSEEvent:
+        event = SSEEvent.from_data(_envelope(self._cid, self._created, self._model, choice,
+                                             self._with_usage))
+        self._meter.observe(event)
+        return event
+
+    async def __aiter__(self) -> AsyncIterator[SSEEvent]:
+        try:
+            if self._first is not None:
+                yield self._event(self._first)
+            async for choice in self._gen:
+                self._n_out += bool(choice["delta"])
+                yield self._event(choice)
+        except SimFailure as exc:
+            raise self._backend._convert(exc) from None
+        usage = _usage(self._call.prompt_tokens, self._n_out)
+        self._meter.usage = Usage(usage["prompt_tokens"], usage["completion_tokens"])
+        if self._with_usage:
+            final = _envelope(self._cid, self._created, self._model, None, False)
+            final["usage"] = usage
+            yield SSEEvent.from_data(final)
+        self._meter.done = True
+        yield SSEEvent(DONE, None, done=True)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._backend.stats.in_flight -= 1
+        self._meter.finish()
+        await self._gen.aclose()  # cancels a generation still in progress

@@ -1,0 +1,100 @@
+"""Server-sent events as OpenAI streams them: pure functions, no network.
+
+    split = EventSplitter()
+    for raw in split.feed(b'data: {"x": 1}\\n\\ndata: [DONE]\\n\\n'):
+        event = SSEEvent.parse(raw)
+
+The gateway relays each event's raw bytes untouched; it parses the JSON only
+to read usage and timing (and, later, to validate output).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+DONE = b"data: [DONE]\n\n"
+
+
+@dataclass(slots=True)
+class SSEEvent:
+    raw: bytes                       # the whole event, ending in a blank line
+    data: dict[str, Any] | None      # parsed JSON payload, None for [DONE] or comments
+    done: bool = False
+
+    @classmethod
+    def parse(cls, raw: bytes) -> SSEEvent:
+        payload = b""
+        for line in raw.split(b"\n"):
+            if line.startswith(b"data:"):
+                payload += line[5:].strip()
+        if not payload:
+            return cls(raw, None)
+        if payload == b"[DONE]":
+            return cls(raw, None, done=True)
+        try:
+            data = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return cls(raw, None)
+        return cls(raw, data if isinstance(data, dict) else None)
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> SSEEvent:
+        return cls(b"data: " + orjson.dumps(data) + b"\n\n", data)
+
+    @property
+    def is_usage_only(self) -> bool:
+        """OpenAI's final usage chunk: ``choices: []`` and a usage object."""
+        d = self.data
+        return d is not None and not d.get("choices") and d.get("usage") is not None
+
+    @property
+    def has_tokens(self) -> bool:
+        """Whether this chunk carries generated text or tool-call arguments."""
+        d = self.data
+        if not d:
+            return False
+        for choice in d.get("choices") or ():
+            delta = choice.get("delta") or {}
+            if delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content"):
+                return True
+        return False
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        d = self.data
+        if d is not None and isinstance(d.get("error"), dict):
+            return d["error"]
+        return None
+
+
+class EventSplitter:
+    """Reassembles SSE events from arbitrary network chunks."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        buf = self._buffer + chunk
+        if b"\r\n" in buf:
+            buf = buf.replace(b"\r\n", b"\n")
+        events = []
+        start = 0
+        while True:
+            end = buf.find(b"\n\n", start)
+            if end < 0:
+                break
+            event = buf[start : end + 2]
+            if event.strip():
+                events.append(event)
+            start = end + 2
+        self._buffer = buf[start:]
+        return events
+
+    def flush(self) -> list[bytes]:
+        rest, self._buffer = self._buffer, b""
+        return [rest + b"\n\n"] if rest.strip() else []

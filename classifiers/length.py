@@ -1,0 +1,114 @@
+"""Token counting for routing: exact with tiktoken, a documented estimate without it.
+
+    counter = TokenCounter("o200k_base")
+    counter.count_messages([{"role": "user", "content": "hi"}])   # -> 8
+
+tiktoken cannot download its BPE files on machines without internet, so the
+files are looked up in ``TIKTOKEN_CACHE_DIR``. When they are missing the
+counter falls back to an estimate of one token per four UTF-8 bytes (OpenAI's
+rule of thumb for English; it over-counts code and under-counts CJK text) and
+logs one warning per encoding, never per request.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+logger = logging.getLogger("routegate.length")
+
+# OpenAI's chat format costs a few tokens per message beyond the text itself.
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_REPLY = 3
+BYTES_PER_TOKEN_ESTIMATE = 4
+
+_encoders: dict[str, Any] = {}
+_warned: set[str] = set()
+_lock = threading.Lock()
+
+
+def _load_encoder(encoding: str) -> Any | None:
+    """Return a tiktoken encoder, or None (after one warning) when it cannot load."""
+    with _lock:
+        if encoding in _encoders:
+            return _encoders[encoding]
+        try:
+            import tiktoken
+
+            enc = tiktoken.get_encoding(encoding)
+        except Exception as exc:  # missing files, no network, unknown name
+            enc = None
+            if encoding not in _warned:
+                _warned.add(encoding)
+                logger.warning(
+                    "tiktoken encoding %s unavailable (%s); estimating tokens as "
+                    "UTF-8 bytes / %d. Set TIKTOKEN_CACHE_DIR for exact counts.",
+                    encoding, type(exc).__name__, BYTES_PER_TOKEN_ESTIMATE,
+                )
+        _encoders[encoding] = enc
+        return enc
+
+
+def message_text(content: Any) -> str:
+    """Flatten an OpenAI message ``content`` (string or list of parts) to text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping):
+                text = part.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+            elif isinstance(part, str):
+                parts.append(part)
+        return "\n".join(parts)
+    return str(content)
+
+
+class TokenCounter:
+    """Counts tokens of text and chat messages for one encoding."""
+
+    def __init__(self, encoding: str = "o200k_base") -> None:
+        self.encoding = encoding
+        self._encoder = _load_encoder(encoding)
+
+    @property
+    def exact(self) -> bool:
+        return self._encoder is not None
+
+    def count_text(self, text: str) -> int:
+        if not text:
+            return 0
+        if self._encoder is not None:
+            # disallowed_special=() : user text may contain "<|endoftext|>" literally.
+            return len(self._encoder.encode(text, disallowed_special=()))
+        return max(1, len(text.encode("utf-8")) // BYTES_PER_TOKEN_ESTIMATE)
+
+    def count_messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
+        total = TOKENS_PER_REPLY
+        for message in messages:
+            total += TOKENS_PER_MESSAGE
+            total += self.count_text(message_text(message.get("content")))
+            name = message.get("name")
+            if isinstance(name, str):
+                total += self.count_text(name) + 1
+            tool_calls = message.get("tool_calls")
+            if tool_calls:
+                total += self.count_text(str(tool_calls))
+        return total
+
+
+_counters: dict[str, TokenCounter] = {}
+
+
+def counter_for(encoding: str = "o200k_base") -> TokenCounter:
+    """Shared counter per encoding (encoders are thread-safe and expensive to build)."""
+    counter = _counters.get(encoding)
+    if counter is None:
+        counter = _counters[encoding] = TokenCounter(encoding)
+    return counter

@@ -1,0 +1,79 @@
+"""The ``routegate`` command.
+
+    routegate serve --config config/routegate.yaml --port 8080
+    routegate check-config config/routegate.yaml
+    routegate hash-key sk-my-team-key
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from gateway.app import CONFIG_ENV, DEFAULT_CONFIG
+from gateway.auth import hash_key
+from gateway.config import ConfigError, load_config
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    try:
+        load_config(args.config)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    os.environ[CONFIG_ENV] = args.config
+    os.environ.setdefault("ROUTEGATE_LOG_LEVEL", args.log_level)
+    uvicorn.run("gateway.app:create_app_from_env", factory=True, host=args.host, port=args.port,
+                workers=args.workers, access_log=False, log_level="warning",
+                timeout_graceful_shutdown=10)
+    return 0
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.path)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(f"{args.path}: ok ({len(config.models)} models, {len(config.teams)} teams, "
+          f"auto policy {config.routing.auto_policy})")
+    return 0
+
+
+def cmd_hash_key(args: argparse.Namespace) -> int:
+    print(hash_key(args.key))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="routegate", description="Cost-aware model router gateway")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the gateway")
+    serve.add_argument("--config", default=os.environ.get(CONFIG_ENV, DEFAULT_CONFIG))
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.set_defaults(func=cmd_serve)
+
+    check = sub.add_parser("check-config", help="validate a config file")
+    check.add_argument("path", nargs="?", default=DEFAULT_CONFIG)
+    check.set_defaults(func=cmd_check_config)
+
+    hk = sub.add_parser("hash-key", help="print the sha256: form of an API key for config")
+    hk.add_argument("key")
+    hk.set_defaults(func=cmd_hash_key)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

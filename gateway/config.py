@@ -1,0 +1,214 @@
+"""Typed configuration: YAML in, validated pydantic models out, loaded once.
+
+    config = load_config("config/routegate.yaml")   # raises ConfigError
+    config.model("small").price.input_per_mtok
+
+Every section forbids unknown keys, and the cross-references (a team allowing
+an undefined model, a policy naming one) are checked in one validator, so a
+typo fails at start-up with the file and key path, never at request time.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gateway.budget.config import BudgetSettings, Limits
+
+PoolName = Literal["interactive", "batch"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Price(Strict):
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+class SimulateConfig(Strict):
+    """Knobs of the latency-faithful simulator (``backends/simulated.py``)."""
+
+    prefill_tokens_per_s: float = Field(default=4000, gt=0)
+    tpot_ms: float = Field(default=20, gt=0, description="decode time per token, batch of one")
+    batch_slowdown: float = Field(default=0.04, ge=0, description="tpot grows by this per extra sequence")
+    max_batch: int = Field(default=16, ge=1)
+    output_tokens_mean: int = Field(default=120, ge=1)
+    error_rate: float = Field(default=0, ge=0, le=1)
+    timeout_rate: float = Field(default=0, ge=0, le=1)
+    drop_rate: float = Field(default=0, ge=0, le=1)
+    invalid_json_rate: float = Field(default=0, ge=0, le=1)
+    seed: int | None = None
+
+
+class Timeouts(Strict):
+    connect_s: float = Field(default=3, gt=0)
+    first_byte_s: float = Field(default=60, gt=0)
+    between_chunks_s: float = Field(default=30, gt=0)
+
+
+class ModelConfig(Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._:/-]+$")
+    backend: Literal["simulated", "openai_compat"] = "simulated"
+    base_url: str | list[str] | None = None
+    upstream_model: str | None = None
+    api_key_env: str | None = None
+    price: Price
+    context_window: int = Field(default=8192, ge=16)
+    max_output_tokens: int = Field(default=2048, ge=1)
+    pools: list[PoolName] = Field(default_factory=lambda: ["interactive", "batch"])
+    ability: float = Field(default=0.5, gt=0, lt=1)
+    family: str | None = None
+    tokenizer: str = "o200k_base"
+    energy_j_per_token: float | None = Field(default=None, ge=0)
+    timeouts: Timeouts = Timeouts()
+    simulate: SimulateConfig | None = None
+
+    @model_validator(mode="after")
+    def _backend_fields(self) -> ModelConfig:
+        if self.backend == "openai_compat" and not self.base_url:
+            raise ValueError("openai_compat models need base_url")
+        if self.backend == "simulated" and self.base_url:
+            raise ValueError("simulated models run in-process; use openai_compat for a URL")
+        if self.name in ("auto",) or self.name.startswith("auto:"):
+            raise ValueError("'auto' is reserved for routing")
+        return self
+
+    @property
+    def base_urls(self) -> list[str]:
+        if self.base_url is None:
+            return []
+        urls = [self.base_url] if isinstance(self.base_url, str) else self.base_url
+        return [u.rstrip("/") for u in urls]
+
+    @property
+    def wire_model(self) -> str:
+        return self.upstream_model or self.name
+
+
+class InteractivePool(Strict):
+    ttft_ms: float = Field(default=450, gt=0)
+    tpot_ms: float = Field(default=40, gt=0)
+
+
+class BatchPool(Strict):
+    price_multiplier: float = Field(default=0.5, gt=0, le=1)
+
+
+class Pools(Strict):
+    interactive: InteractivePool = InteractivePool()
+    batch: BatchPool = BatchPool()
+
+
+class KeyConfig(Strict):
+    hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    name: str | None = None
+    budget: Limits | None = None
+
+
+KeyEntry = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")] | KeyConfig
+
+
+class TeamConfig(Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    keys: list[KeyEntry] = Field(min_length=1)
+    quality: float = Field(default=0.8, gt=0, lt=1)
+    budget: Limits | None = None
+    allowed_models: list[str] | None = None
+    allowed_pools: list[PoolName] | None = None
+
+    def key_configs(self) -> list[KeyConfig]:
+        return [KeyConfig(hash=k) if isinstance(k, str) else k for k in self.keys]
+
+
+class RoutingConfig(Strict):
+    auto_policy: str = "cheapest"
+    fixed_model: str | None = None
+    fallback: bool = True
+    max_attempts: int = Field(default=3, ge=1)
+
+
+class GatewayConfig(Strict):
+    models: list[ModelConfig] = Field(min_length=1)
+    pools: Pools = Pools()
+    teams: list[TeamConfig] = Field(default_factory=list)
+    routing: RoutingConfig = RoutingConfig()
+    budget: BudgetSettings = BudgetSettings()
+    admin_key_env: str = "ROUTEGATE_ADMIN_KEY"
+    redis_url: str | None = None
+    data_dir: str = ".routegate"
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+
+    @model_validator(mode="after")
+    def _cross_references(self) -> GatewayConfig:
+        names = [m.name for m in self.models]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise ValueError(f"duplicate model names: {sorted(dupes)}")
+        known = set(names)
+        for team in self.teams:
+            for model in team.allowed_models or []:
+                if model not in known:
+                    raise ValueError(f"team {team.name!r} allows undefined model {model!r}")
+        if self.routing.fixed_model and self.routing.fixed_model not in known:
+            raise ValueError(f"routing.fixed_model names undefined model {self.routing.fixed_model!r}")
+        team_names = [t.name for t in self.teams]
+        if len(set(team_names)) != len(team_names):
+            raise ValueError("duplicate team names")
+        hashes = [k.hash for t in self.teams for k in t.key_configs()]
+        if len(set(hashes)) != len(hashes):
+            raise ValueError("the same key hash is listed twice")
+        return self
+
+    def model(self, name: str) -> ModelConfig | None:
+        return next((m for m in self.models if m.name == name), None)
+
+    @property
+    def effective_redis_url(self) -> str | None:
+        return os.environ.get("REDIS_URL") or self.redis_url
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; ``errors`` lists (key path, message)."""
+
+    def __init__(self, path: str, errors: list[tuple[str, str]]) -> None:
+        self.path = path
+        self.errors = errors
+        lines = "\n".join(f"  {path}: {loc}: {msg}" for loc, msg in errors)
+        super().__init__(f"invalid config {path}:\n{lines}")
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("str", "KeyConfig", "function-after[_backend_fields(), ModelConfig]"):
+            continue  # pydantic's union/validator branch names are noise to a config author
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(root)"
+
+
+def parse_config(data: object, *, source: str = "<config>") -> GatewayConfig:
+    try:
+        return GatewayConfig.model_validate(data)
+    except ValidationError as exc:
+        errors = [(_key_path(e["loc"]), e["msg"]) for e in exc.errors()]
+        raise ConfigError(source, errors) from None
+
+
+def load_config(path: str | os.PathLike[str]) -> GatewayConfig:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(str(path), [("(file)", exc.strerror or str(exc))]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), [("(yaml)", str(exc))]) from None
+    return parse_config(data, source=str(path))

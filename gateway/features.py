@@ -1,0 +1,63 @@
+"""What routing needs to know about a request: token counts and complexity.
+
+    features = await measure(chat, encodings={"o200k_base"}, classifier=None)
+    features.prompt_tokens("o200k_base")
+
+Counting is exact (tiktoken) and done once per encoding per request. A very
+long prompt is counted in a worker thread (tiktoken releases the GIL), so it
+never stalls the event loop for other requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from classifiers.length import counter_for
+from gateway.request import ChatRequest
+
+if TYPE_CHECKING:
+    from classifiers.complexity import ComplexityModel, PromptScore
+
+# Above this many characters the work moves off the event loop (~1 ms of tiktoken).
+LONG_PROMPT_CHARS = 16_000
+# Expected output length when the client gives no max_tokens.
+DEFAULT_EXPECTED_OUTPUT = 256
+
+
+@dataclass(slots=True)
+class RequestFeatures:
+    token_counts: dict[str, int]
+    expected_output_tokens: int
+    score: PromptScore | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def prompt_tokens(self, encoding: str) -> int:
+        return self.token_counts[encoding]
+
+
+def _approx_chars(messages: list[dict[str, Any]]) -> int:
+    total = 0
+    for m in messages:
+        content = m.get("content")
+        total += len(content) if isinstance(content, str) else len(str(content or ""))
+    return total
+
+
+def _measure_sync(chat: ChatRequest, encodings: set[str],
+                  classifier: ComplexityModel | None) -> RequestFeatures:
+    counts = {enc: counter_for(enc).count_messages(chat.messages) for enc in encodings}
+    score = None
+    if classifier is not None:
+        score = classifier.score_messages(chat.messages, has_tools=chat.has_tools,
+                                          has_response_format=chat.has_response_format)
+    expected = chat.max_tokens or DEFAULT_EXPECTED_OUTPUT
+    return RequestFeatures(counts, expected, score)
+
+
+async def measure(chat: ChatRequest, encodings: set[str],
+                  classifier: ComplexityModel | None) -> RequestFeatures:
+    if _approx_chars(chat.messages) > LONG_PROMPT_CHARS:
+        return await asyncio.to_thread(_measure_sync, chat, encodings, classifier)
+    return _measure_sync(chat, encodings, classifier)

@@ -1,0 +1,51 @@
+"""Models list, liveness, readiness and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from gateway.state import AppState
+
+router = APIRouter()
+
+
+def _json(data: object, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> Response:
+    gw: AppState = request.app.state.gw
+    gw.keyring.authenticate(request.headers.get("authorization"))
+    aliases = [{"id": "auto", "object": "model", "created": 0, "owned_by": "routegate",
+                "policy": gw.config.routing.auto_policy}]
+    models = [{"id": m.name, "object": "model", "created": 0, "owned_by": "routegate",
+               "context_window": m.context_window, "max_output_tokens": m.max_output_tokens,
+               "pools": m.pools, "price": m.price.model_dump()} for m in gw.config.models]
+    return _json({"object": "list", "data": aliases + models})
+
+
+@router.get("/healthz")
+async def healthz() -> Response:
+    return _json({"status": "ok"})
+
+
+@router.get("/readyz")
+async def readyz(request: Request) -> Response:
+    gw: AppState = request.app.state.gw
+    names = list(gw.backends)
+    results = await asyncio.gather(gw.redis_ready(), *(gw.backends[n].ready() for n in names))
+    redis_ok, upstreams = results[0], dict(zip(names, results[1:], strict=True))
+    ok = redis_ok and any(upstreams.values())
+    body = {"status": "ok" if ok else "unavailable", "redis": redis_ok, "upstreams": upstreams}
+    return _json(body, 200 if ok else 503)
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    gw: AppState = request.app.state.gw
+    return Response(gw.telemetry.render(), media_type="text/plain; version=0.0.4")

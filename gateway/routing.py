@@ -1,0 +1,110 @@
+"""Turning a request into a Decision: which models may serve it, then the policy.
+
+    decision = router.choose(chat, caller, features)
+
+Hard constraints are applied here, once, for every policy: the model exists,
+the team may use it and the pool, prompt plus output fits its context
+window, and ``max_tokens`` is within its maximum. Policies only rank.
+"""
+
+from __future__ import annotations
+
+from backends.base import Backend, LiveStats
+from gateway.auth import Caller
+from gateway.config import GatewayConfig, ModelConfig
+from gateway.errors import InvalidRequest, ModelNotFound
+from gateway.features import RequestFeatures
+from gateway.request import ChatRequest
+from policies import Candidate, Decision, Policy, RouteContext, get_policy
+
+DEFAULT_TTFT_S = 0.5
+DEFAULT_TPOT_S = 0.03
+
+
+def predicted_cost(model: ModelConfig, prompt_tokens: int, output_tokens: int) -> float:
+    p = model.price
+    return (prompt_tokens * p.input_per_mtok + output_tokens * p.output_per_mtok) / 1e6
+
+
+def predicted_latency(model: ModelConfig, stats: LiveStats, prompt_tokens: int,
+                      output_tokens: int) -> float:
+    """Time to the last token from live stats, else from the simulator's knobs."""
+    sim = model.simulate
+    ttft = stats.ttft_s
+    if ttft is None:
+        ttft = prompt_tokens / sim.prefill_tokens_per_s if sim else DEFAULT_TTFT_S
+    tpot = stats.tpot_s
+    if tpot is None:
+        tpot = sim.tpot_ms / 1000 if sim else DEFAULT_TPOT_S
+    return ttft + tpot * output_tokens
+
+
+def allowed(model: ModelConfig, caller: Caller, pool: str) -> bool:
+    team = caller.team
+    if team.allowed_models is not None and model.name not in team.allowed_models:
+        return False
+    if team.allowed_pools is not None and pool not in team.allowed_pools:
+        return False
+    return pool in model.pools
+
+
+class Router:
+    def __init__(self, config: GatewayConfig, backends: dict[str, Backend]) -> None:
+        self.config = config
+        self.backends = backends
+        self.auto_policy: Policy = get_policy(config.routing.auto_policy, config)
+        self.encodings = {m.tokenizer for m in config.models}
+
+    def _candidate(self, model: ModelConfig, features: RequestFeatures) -> Candidate:
+        prompt = features.prompt_tokens(model.tokenizer)
+        out = min(features.expected_output_tokens, model.max_output_tokens)
+        stats = self.backends[model.name].stats
+        return Candidate(model, stats, predicted_cost(model, prompt, out),
+                         predicted_latency(model, stats, prompt, out))
+
+    def _fits(self, model: ModelConfig, chat: ChatRequest, features: RequestFeatures) -> bool:
+        out = chat.max_tokens or 1
+        if chat.max_tokens and chat.max_tokens > model.max_output_tokens:
+            return False
+        return features.prompt_tokens(model.tokenizer) + out <= model.context_window
+
+    def _explicit(self, chat: ChatRequest, caller: Caller, features: RequestFeatures,
+                  pool: str) -> Decision:
+        model = self.config.model(chat.model)
+        if model is None or not allowed(model, caller, pool):
+            raise ModelNotFound(chat.model)
+        if chat.max_tokens and chat.max_tokens > model.max_output_tokens:
+            raise InvalidRequest(
+                f"max_tokens is too large: {chat.max_tokens}. This model supports at most "
+                f"{model.max_output_tokens} completion tokens.", param="max_tokens")
+        if not self._fits(model, chat, features):
+            raise InvalidRequest(
+                f"This model's maximum context length is {model.context_window} tokens; the "
+                f"request needs {features.prompt_tokens(model.tokenizer)} prompt tokens plus "
+                "its output.", param="messages", code="context_length_exceeded")
+        c = self._candidate(model, features)
+        return Decision(model=model.name, reason="requested", predicted_cost_usd=c.cost_usd,
+                        predicted_latency_s=c.latency_s)
+
+    def choose(self, chat: ChatRequest, caller: Caller, features: RequestFeatures,
+               pool: str = "interactive", soft_limited: bool = False) -> Decision:
+        if not chat.routed:
+            return self._explicit(chat, caller, features, pool)
+        usable = [m for m in self.config.models if allowed(m, caller, pool)]
+        if not usable:
+            raise ModelNotFound(chat.model)
+        fitting = [self._candidate(m, features) for m in usable if self._fits(m, chat, features)]
+        if not fitting:
+            largest = max(m.max_output_tokens for m in usable)
+            if chat.max_tokens and chat.max_tokens > largest:
+                raise InvalidRequest(f"max_tokens is too large: {chat.max_tokens}. No model "
+                                     f"supports more than {largest}.", param="max_tokens")
+            raise InvalidRequest("The prompt plus max_tokens fits no model's context window.",
+                                 param="messages", code="context_length_exceeded")
+        quality = chat.quality if chat.quality is not None else caller.team.quality
+        ctx = RouteContext(
+            prompt_tokens=max(features.token_counts.values()),
+            expected_output_tokens=features.expected_output_tokens, pool=pool,
+            quality_target=quality, score=features.score, soft_limited=soft_limited,
+            has_tools=chat.has_tools, has_response_format=chat.has_response_format)
+        return self.auto_policy.choose(ctx, fitting)
