@@ -134,19 +134,19 @@ class OpenAICompatBackend:
     async def stream(self, call: UpstreamCall) -> HTTPChunkStream:
         meter = StreamMeter(self.stats)
         self.stats.in_flight += 1
-        ctx = self._request(call)
+        resp: aiohttp.ClientResponse | None = None
         try:
             async with asyncio.timeout(self._first_byte_s):
-                resp = await ctx.__aenter__()
+                resp = await self._request(call)
                 if resp.status >= 400:
-                    body = await resp.read()
-                    raise upstream_error(self.name, resp.status, body)
-                stream = HTTPChunkStream(self, ctx, resp, meter)
+                    raise upstream_error(self.name, resp.status, await resp.read())
+                stream = HTTPChunkStream(self, resp, meter)
                 await stream.prime()
                 return stream
         except BaseException as exc:
             self.stats.in_flight -= 1
-            await ctx.__aexit__(None, None, None)
+            if resp is not None:
+                resp.close()
             if isinstance(exc, asyncio.CancelledError):
                 raise
             raise self._convert(exc) from None
@@ -171,10 +171,9 @@ class HTTPChunkStream:
     """An upstream SSE stream, with its first event already read (so the
     gateway can still fall back before it sends anything to the client)."""
 
-    def __init__(self, backend: OpenAICompatBackend, ctx: Any, resp: aiohttp.ClientResponse,
+    def __init__(self, backend: OpenAICompatBackend, resp: aiohttp.ClientResponse,
                  meter: StreamMeter) -> None:
         self._backend = backend
-        self._ctx = ctx
         self._resp = resp
         self._meter = meter
         self._split = EventSplitter()
@@ -229,7 +228,9 @@ class HTTPChunkStream:
         self._closed = True
         self._backend.stats.in_flight -= 1
         self._meter.finish()
-        # Closing mid-stream drops the connection, which cancels the upstream request.
-        if not self._meter.done:
+        # Closing mid-stream drops the connection, which cancels the upstream request;
+        # a finished stream returns its connection to the pool.
+        if self._meter.done:
+            self._resp.release()
+        else:
             self._resp.close()
-        await self._ctx.__aexit__(None, None, None)

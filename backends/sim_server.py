@@ -11,6 +11,7 @@ The ``model`` field picks a behaviour, so a fault test is one line:
     timeout              accepts, then never answers
     drop                 drops the connection mid-stream
     invalid-json         truncated JSON when response_format asks for JSON
+    echo                 answers with the request body it received, as JSON text
 
 ``GET /sim/stats`` returns per-behaviour counters (requests, cancelled, ...).
 """
@@ -61,6 +62,25 @@ def error_response(status: int, message: str, code: str | None = None) -> Respon
     return Response(orjson.dumps(body), status_code=status, media_type="application/json")
 
 
+def echo(payload: dict[str, Any]) -> Response:
+    """Return the received body as the answer, so tests can see what went upstream."""
+    text = orjson.dumps(payload).decode()
+    usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+    base = {"id": "chatcmpl-echo", "created": 0, "model": "echo"}
+    if not payload.get("stream"):
+        body = {**base, "object": "chat.completion", "usage": usage, "choices": [{
+            "index": 0, "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop", "logprobs": None}]}
+        return Response(orjson.dumps(body), media_type="application/json")
+    chunk = {**base, "object": "chat.completion.chunk", "choices": [{
+        "index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+    events = [chunk]
+    if (payload.get("stream_options") or {}).get("include_usage"):
+        events.append({**base, "object": "chat.completion.chunk", "choices": [], "usage": usage})
+    body = b"".join(b"data: " + orjson.dumps(e) + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    return Response(body, media_type="text/event-stream")
+
+
 def create_app(base: SimulateConfig) -> Starlette:
     backends = build_backends(base)
     counter = counter_for("o200k_base")
@@ -72,6 +92,8 @@ def create_app(base: SimulateConfig) -> Starlette:
             assert isinstance(messages, list) and messages
         except Exception:
             return error_response(400, "'messages' is required", "invalid_request")
+        if payload.get("model") == "echo":
+            return echo(payload)
         backend = backends.get(str(payload.get("model")), backends["default"])
         call = UpstreamCall(request.headers.get("x-request-id", "sim"), payload,
                             counter.count_messages(messages))

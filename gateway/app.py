@@ -20,6 +20,7 @@ from fastapi.responses import Response
 
 from gateway.config import GatewayConfig, load_config
 from gateway.errors import GatewayError, InvalidRequest, NotFound
+from gateway.exchange import new_request_id
 from gateway.routes import chat, meta
 from gateway.state import AppState
 
@@ -27,9 +28,10 @@ CONFIG_ENV = "ROUTEGATE_CONFIG"
 DEFAULT_CONFIG = "config/routegate.yaml"
 
 
-def _error(exc: GatewayError) -> Response:
+def _error(exc: GatewayError, request: Request) -> Response:
+    headers = {"x-request-id": new_request_id(request.headers.get("x-request-id")), **exc.headers}
     return Response(exc.to_json(), status_code=exc.status_code, media_type="application/json",
-                    headers=exc.headers)
+                    headers=headers)
 
 
 def create_app(config: GatewayConfig) -> FastAPI:
@@ -46,17 +48,17 @@ def create_app(config: GatewayConfig) -> FastAPI:
 
     @app.exception_handler(GatewayError)
     async def gateway_error(request: Request, exc: GatewayError) -> Response:
-        return _error(exc)
+        return _error(exc, request)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
         first = exc.errors()[0] if exc.errors() else {}
         param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
-        return _error(InvalidRequest(str(first.get("msg", "invalid request")), param=param))
+        return _error(InvalidRequest(str(first.get("msg", "invalid request")), param=param), request)
 
     @app.exception_handler(404)
     async def not_found(request: Request, exc: Exception) -> Response:
-        return _error(NotFound(f"Unknown path {request.url.path}"))
+        return _error(NotFound(f"Unknown path {request.url.path}"), request)
 
     app.include_router(chat.router)
     app.include_router(meta.router)

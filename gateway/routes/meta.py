@@ -8,13 +8,16 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from gateway.exchange import new_request_id
 from gateway.state import AppState
 
 router = APIRouter()
 
 
-def _json(data: object, status: int = 200) -> Response:
-    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+def _json(data: object, status: int = 200, request: Request | None = None) -> Response:
+    rid = new_request_id(request.headers.get("x-request-id") if request else None)
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json",
+                    headers={"x-request-id": rid})
 
 
 @router.get("/v1/models")
@@ -26,7 +29,7 @@ async def list_models(request: Request) -> Response:
     models = [{"id": m.name, "object": "model", "created": 0, "owned_by": "routegate",
                "context_window": m.context_window, "max_output_tokens": m.max_output_tokens,
                "pools": m.pools, "price": m.price.model_dump()} for m in gw.config.models]
-    return _json({"object": "list", "data": aliases + models})
+    return _json({"object": "list", "data": aliases + models}, request=request)
 
 
 @router.get("/healthz")
@@ -42,7 +45,7 @@ async def readyz(request: Request) -> Response:
     redis_ok, upstreams = results[0], dict(zip(names, results[1:], strict=True))
     ok = redis_ok and any(upstreams.values())
     body = {"status": "ok" if ok else "unavailable", "redis": redis_ok, "upstreams": upstreams}
-    return _json(body, 200 if ok else 503)
+    return _json(body, 200 if ok else 503, request)
 
 
 @router.get("/metrics")

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import openai
+import pytest
+
+from tests.support import SHARED, TEST_KEY, Gateway, base_config, run_gateway, run_simulator
+
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
+
+
+@pytest.fixture(scope="session")
+def sim_url() -> Iterator[str]:
+    """A standalone simulator: fast serving physics, named fault behaviours."""
+    with run_simulator("--tpot-ms", "2", "--prefill", "200000", "--output-mean", "20") as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def gateway(sim_url: str) -> Iterator[Gateway]:
+    with run_gateway(base_config(sim_url)) as gw:
+        yield gw
+
+
+@pytest.fixture
+def client(gateway: Gateway) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gateway.base_url, api_key=TEST_KEY, max_retries=0, timeout=30)
