@@ -33,7 +33,7 @@ class UpstreamCall:
     request_id: str
     payload: dict[str, Any]
     prompt_tokens: int
-    difficulty: float = 0.5
+    p_correct: float | None = None   # the router's prediction; the simulator draws from it
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ What it models, after continuous-batching servers such as vLLM:
   tpot_ms × (1 + batch_slowdown × (sequences decoding − 1)).
 Failure injection (5xx, hang, mid-stream drop, invalid JSON) is drawn per
 request from the config's rates. Whether the answer is "correct" is drawn from
-the model's ability and the prompt's difficulty, for quality experiments.
+the model's ability and the prompt's predicted difficulty, for quality experiments.
 """
 
 from __future__ import annotations
@@ -57,14 +57,6 @@ class SimStats:
         return data
 
 
-def p_correct(ability: float, difficulty: float) -> float:
-    """Item-response draw: ability is P(correct) at difficulty 0.5."""
-    d = min(max(difficulty, 1e-3), 1 - 1e-3)
-    a = min(max(ability, 1e-3), 1 - 1e-3)
-    logit = math.log(a / (1 - a)) - math.log(d / (1 - d))
-    return 1 / (1 + math.exp(-logit))
-
-
 class SimEngine:
     def __init__(self, name: str, config: SimulateConfig, ability: float = 0.5) -> None:
         self.name = name
@@ -89,9 +81,13 @@ class SimEngine:
         return self.config.tpot_ms / 1000 * (1 + self.config.batch_slowdown * extra)
 
     async def generate(
-        self, payload: dict[str, Any], *, prompt_tokens: int, difficulty: float = 0.5
+        self, payload: dict[str, Any], *, prompt_tokens: int, p_correct: float | None = None
     ) -> AsyncIterator[dict[str, Any]]:
-        """Yield OpenAI chunk dicts (without usage); ``last_usage`` holds the usage."""
+        """Yield choice dicts (delta, finish_reason, logprobs), one per output token.
+
+        ``p_correct`` is the gateway's prediction for this prompt on this model
+        (ability and predicted difficulty); without one the model's ability is used.
+        """
         cfg = self.config
         self.stats.requests += 1
         if self._draw(cfg.error_rate):
@@ -111,7 +107,7 @@ class SimEngine:
                 await asyncio.sleep(prompt_tokens / cfg.prefill_tokens_per_s)
             self.stats.ttft_s.append(time.perf_counter() - started)
             del self.stats.ttft_s[:-1000]
-            correct = self._rng.random() < p_correct(self.ability, difficulty)
+            correct = self._rng.random() < (self.ability if p_correct is None else p_correct)
             draft = draft_answer(
                 payload, self._output_tokens(payload), correct=correct,
                 invalid_json=self._draw(cfg.invalid_json_rate), rng=self._rng,

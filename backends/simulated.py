@@ -81,7 +81,7 @@ class SimulatedBackend:
 
     def _chunks(self, call: UpstreamCall) -> AsyncIterator[dict[str, Any]]:
         return self.engine.generate(call.payload, prompt_tokens=call.prompt_tokens,
-                                    difficulty=call.difficulty)
+                                    p_correct=call.p_correct)
 
     def _convert(self, exc: BaseException) -> GatewayError:
         self.stats.observe_failure()

@@ -128,6 +128,7 @@ class TeamConfig(Strict):
 
 class RoutingConfig(Strict):
     auto_policy: str = "cheapest"
+    classifier: str | None = None      # artifact path; None: the one shipped in classifiers/
     fixed_model: str | None = None
     fallback: bool = True
     max_attempts: int = Field(default=3, ge=1)

@@ -38,10 +38,6 @@ def upstream_payload(chat: ChatRequest, model: ModelConfig) -> dict[str, Any]:
     return payload
 
 
-def difficulty_of(features: RequestFeatures) -> float:
-    return features.score.difficulty if features.score is not None else 0.5
-
-
 async def call_with_fallback(
     gw: AppState, chat: ChatRequest, decision: Decision, features: RequestFeatures,
     request_id: str,
@@ -53,7 +49,8 @@ async def call_with_fallback(
         model = gw.models[name]
         backend = gw.backends[name]
         call = UpstreamCall(request_id, upstream_payload(chat, model),
-                            features.prompt_tokens(model.tokenizer), difficulty_of(features))
+                            features.prompt_tokens(model.tokenizer),
+                            gw.router.predicted_quality(model, features))
         try:
             if chat.stream:
                 return model, await backend.stream(call), attempt

@@ -9,16 +9,22 @@ window, and ``max_tokens`` is within its maximum. Policies only rank.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from backends.base import Backend, LiveStats
 from gateway.auth import Caller
 from gateway.config import GatewayConfig, ModelConfig
 from gateway.errors import InvalidRequest, ModelNotFound
-from gateway.features import RequestFeatures
+from gateway.features import DEFAULT_EXPECTED_OUTPUT, RequestFeatures
 from gateway.request import ChatRequest
 from policies import Candidate, Decision, Policy, RouteContext, get_policy
 
+if TYPE_CHECKING:
+    from classifiers.complexity import ComplexityModel
+
 DEFAULT_TTFT_S = 0.5
 DEFAULT_TPOT_S = 0.03
+DEFAULT_CAPACITY = 16
 
 
 def predicted_cost(model: ModelConfig, prompt_tokens: int, output_tokens: int) -> float:
@@ -26,17 +32,23 @@ def predicted_cost(model: ModelConfig, prompt_tokens: int, output_tokens: int) -
     return (prompt_tokens * p.input_per_mtok + output_tokens * p.output_per_mtok) / 1e6
 
 
-def predicted_latency(model: ModelConfig, stats: LiveStats, prompt_tokens: int,
-                      output_tokens: int) -> float:
-    """Time to the last token from live stats, else from the simulator's knobs."""
+def predicted_timing(model: ModelConfig, stats: LiveStats, prompt_tokens: int
+                     ) -> tuple[float, float]:
+    """(TTFT, TPOT) from live stats, else from the simulator's knobs, with queueing:
+    past the backend's batch capacity each waiting request adds a share of a
+    request's duration (tail latency explodes near saturation)."""
     sim = model.simulate
-    ttft = stats.ttft_s
-    if ttft is None:
-        ttft = prompt_tokens / sim.prefill_tokens_per_s if sim else DEFAULT_TTFT_S
+    capacity = sim.max_batch if sim else DEFAULT_CAPACITY
+    prefill = prompt_tokens / sim.prefill_tokens_per_s if sim else 0.0
+    ttft = max(stats.ttft_s or 0.0, prefill) or DEFAULT_TTFT_S
     tpot = stats.tpot_s
     if tpot is None:
-        tpot = sim.tpot_ms / 1000 if sim else DEFAULT_TPOT_S
-    return ttft + tpot * output_tokens
+        tpot = sim.tpot_ms / 1000 * (1 + sim.batch_slowdown * stats.in_flight) if sim else (
+            DEFAULT_TPOT_S)
+    waiting = stats.in_flight - capacity + 1
+    if waiting > 0:
+        ttft += waiting / capacity * (ttft + tpot * DEFAULT_EXPECTED_OUTPUT)
+    return ttft, tpot
 
 
 def allowed(model: ModelConfig, caller: Caller, pool: str) -> bool:
@@ -49,18 +61,36 @@ def allowed(model: ModelConfig, caller: Caller, pool: str) -> bool:
 
 
 class Router:
-    def __init__(self, config: GatewayConfig, backends: dict[str, Backend]) -> None:
+    def __init__(self, config: GatewayConfig, backends: dict[str, Backend],
+                 classifier: ComplexityModel | None = None) -> None:
         self.config = config
         self.backends = backends
-        self.auto_policy: Policy = get_policy(config.routing.auto_policy, config)
+        self.classifier = classifier
+        self.auto_policy: Policy = get_policy(config.routing.auto_policy, config, classifier)
         self.encodings = {m.tokenizer for m in config.models}
+
+    def needs_score(self, chat: ChatRequest) -> bool:
+        """Classify only when it changes something: a routed request, or a
+        simulated model whose correctness draw uses the prediction."""
+        if self.classifier is None:
+            return False
+        if chat.routed:
+            return True
+        model = self.config.model(chat.model)
+        return model is not None and model.backend == "simulated"
+
+    def predicted_quality(self, model: ModelConfig, features: RequestFeatures) -> float | None:
+        if features.score is None or self.classifier is None:
+            return None
+        return self.classifier.p_correct(features.score, model.ability, model.family)
 
     def _candidate(self, model: ModelConfig, features: RequestFeatures) -> Candidate:
         prompt = features.prompt_tokens(model.tokenizer)
         out = min(features.expected_output_tokens, model.max_output_tokens)
         stats = self.backends[model.name].stats
-        return Candidate(model, stats, predicted_cost(model, prompt, out),
-                         predicted_latency(model, stats, prompt, out))
+        ttft, tpot = predicted_timing(model, stats, prompt)
+        return Candidate(model, stats, predicted_cost(model, prompt, out), ttft, tpot,
+                         ttft + tpot * out)
 
     def _fits(self, model: ModelConfig, chat: ChatRequest, features: RequestFeatures) -> bool:
         out = chat.max_tokens or 1

@@ -23,6 +23,7 @@ import aiohttp
 from backends.base import Backend, Usage
 from backends.openai_compat import OpenAICompatBackend, new_session
 from backends.simulated import SimulatedBackend
+from classifiers.complexity import ComplexityModel
 from classifiers.length import counter_for
 from gateway.auth import Caller, KeyRing
 from gateway.config import GatewayConfig, ModelConfig
@@ -33,7 +34,6 @@ from gateway.telemetry import Telemetry
 from policies import Decision
 
 if TYPE_CHECKING:
-    from classifiers.complexity import ComplexityModel
     from gateway.exchange import Exchange
 
 logger = logging.getLogger("routegate.state")
@@ -63,19 +63,20 @@ class AppState:
     replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
-    @property
-    def models(self) -> dict[str, ModelConfig]:
-        return {m.name: m for m in self.config.models}
+    def __post_init__(self) -> None:
+        self.models: dict[str, ModelConfig] = {m.name: m for m in self.config.models}
 
     @classmethod
     async def start(cls, config: GatewayConfig) -> AppState:
         session = new_session()
         backends = build_backends(config, session)
-        router = Router(config, backends)
+        classifier = await asyncio.to_thread(ComplexityModel.load, config.routing.classifier)
+        router = Router(config, backends, classifier)
         # Load tiktoken's files now, not on the first request (about 0.5 s each).
         await asyncio.to_thread(lambda: [counter_for(enc) for enc in router.encodings])
         state = cls(config=config, keyring=KeyRing.from_config(config), session=session,
-                    backends=backends, router=router, telemetry=Telemetry())
+                    backends=backends, router=router, telemetry=Telemetry(),
+                    classifier=classifier)
         return state
 
     async def aclose(self) -> None:

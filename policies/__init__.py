@@ -5,23 +5,31 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gateway.config import GatewayConfig
 from policies.base import Candidate, Decision, Policy, PolicyFactory, RouteContext
 from policies.cheapest import CheapestPolicy
+from policies.cost_quality import CostQualityPolicy
 from policies.fixed import FixedPolicy
+
+if TYPE_CHECKING:
+    from classifiers.complexity import ComplexityModel
 
 POLICIES: dict[str, PolicyFactory] = {
     "cheapest": CheapestPolicy,
     "fixed": FixedPolicy,
+    "cost_quality": CostQualityPolicy,
 }
 
 
-def get_policy(name: str, config: GatewayConfig) -> Policy:
+def get_policy(name: str, config: GatewayConfig, classifier: ComplexityModel | None = None
+               ) -> Policy:
     try:
         factory = POLICIES[name]
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; known: {sorted(POLICIES)}") from None
-    return factory(config)
+    return factory(config, classifier)
 
 
 __all__ = ["Candidate", "Decision", "Policy", "RouteContext", "POLICIES", "get_policy"]

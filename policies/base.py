@@ -18,7 +18,7 @@ from backends.base import LiveStats
 from gateway.config import GatewayConfig, ModelConfig
 
 if TYPE_CHECKING:
-    from classifiers.complexity import PromptScore
+    from classifiers.complexity import ComplexityModel, PromptScore
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,8 @@ class Candidate:
     model: ModelConfig
     stats: LiveStats
     cost_usd: float            # predicted, at the expected output length
+    ttft_s: float              # predicted time to first token (queue + prefill)
+    tpot_s: float              # predicted time per output token
     latency_s: float           # predicted time to the last token
 
     @property
@@ -64,4 +66,5 @@ class Policy(Protocol):
 
 
 class PolicyFactory(Protocol):
-    def __call__(self, config: GatewayConfig) -> Policy: ...
+    def __call__(self, config: GatewayConfig, classifier: ComplexityModel | None = None
+                 ) -> Policy: ...

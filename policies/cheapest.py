@@ -14,7 +14,7 @@ def by_cost(candidates: list[Candidate]) -> list[Candidate]:
 class CheapestPolicy:
     name = "cheapest"
 
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, classifier: object = None) -> None:
         self.max_attempts = config.routing.max_attempts
 
     def choose(self, ctx: RouteContext, candidates: list[Candidate]) -> Decision:

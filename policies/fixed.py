@@ -10,7 +10,7 @@ from policies.base import Candidate, Decision, RouteContext
 class FixedPolicy:
     name = "fixed"
 
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, classifier: object = None) -> None:
         if not config.routing.fixed_model:
             raise ValueError("the fixed policy needs routing.fixed_model")
         self.model = config.routing.fixed_model

@@ -40,7 +40,8 @@ async def chat_completions(request: Request) -> Response:
         chat = parse_chat_request(await read_body(request, gw.config.max_body_bytes),
                                   request.headers)
         ex.record.stream = chat.stream
-        features = await measure(chat, gw.router.encodings, gw.classifier)
+        features = await measure(chat, gw.router.encodings,
+                                 gw.classifier if gw.router.needs_score(chat) else None)
         assert ex.caller is not None
         decision = gw.router.choose(chat, ex.caller, features,
                                     soft_limited=gw.soft_limited(ex.caller))

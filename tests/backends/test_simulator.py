@@ -1,0 +1,123 @@
+"""The simulator's serving physics and failure injection, in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from backends.base import UpstreamCall
+from backends.simulated import SimulatedBackend
+from gateway.config import ModelConfig, Price, SimulateConfig
+from gateway.errors import UpstreamError
+
+MSG = {"messages": [{"role": "user", "content": "hi"}]}
+
+
+def backend(**sim: object) -> SimulatedBackend:
+    config = ModelConfig(name="m", price=Price(input_per_mtok=1, output_per_mtok=1),
+                         simulate=SimulateConfig(**{"seed": 1, **sim}))
+    return SimulatedBackend(config)
+
+
+def call(prompt_tokens: int = 10, **payload: object) -> UpstreamCall:
+    return UpstreamCall("r", {**MSG, **payload}, prompt_tokens)
+
+
+async def ttft_of(b: SimulatedBackend, c: UpstreamCall) -> float:
+    started = time.perf_counter()
+    stream = await b.stream(c)
+    try:
+        return time.perf_counter() - started
+    finally:
+        await stream.aclose()
+
+
+def test_ttft_is_prefill_time() -> None:
+    b = backend(prefill_tokens_per_s=10_000, tpot_ms=1)
+    short = asyncio.run(ttft_of(b, call(100, stream=True)))
+    long = asyncio.run(ttft_of(b, call(3000, stream=True)))
+    assert short < 0.05
+    assert 0.28 < long < 0.45   # 3,000 tokens at 10k tokens/s
+
+
+def test_requests_beyond_max_batch_queue() -> None:
+    async def run() -> list[float]:
+        b = backend(max_batch=2, tpot_ms=20, output_tokens_mean=5, prefill_tokens_per_s=1e6)
+        async def one() -> float:
+            started = time.perf_counter()
+            await b.complete(call(10, max_tokens=5))
+            return time.perf_counter() - started
+        return sorted(await asyncio.gather(*(one() for _ in range(4))))
+    durations = asyncio.run(run())
+    # two run at once (~5 x 20 ms), the other two wait for a slot: about twice as long
+    assert durations[-1] > 1.7 * durations[0]
+
+
+def test_decode_slows_with_batch_size() -> None:
+    async def tpot(concurrency: int) -> float:
+        b = backend(tpot_ms=10, batch_slowdown=0.5, max_batch=64, prefill_tokens_per_s=1e6)
+        async def one() -> float:
+            c = await b.complete(call(10, max_tokens=20))
+            return c.ttft_s
+        durations = await asyncio.gather(*(one() for _ in range(concurrency)))
+        return sum(durations) / len(durations)
+    alone, crowded = asyncio.run(tpot(1)), asyncio.run(tpot(8))
+    assert crowded > 2.5 * alone   # 1 + 0.5 x 7 = 4.5x per token in theory
+
+
+def test_usage_counts_the_tokens_sent() -> None:
+    async def run() -> tuple[int, int, dict]:
+        b = backend(tpot_ms=1)
+        stream = await b.stream(call(42, max_tokens=7, stream=True,
+                                     stream_options={"include_usage": True}))
+        events = [e async for e in stream]
+        await stream.aclose()
+        tokens = sum(1 for e in events if e.has_tokens)
+        usage = events[-2].data["usage"]
+        return tokens, usage["completion_tokens"], usage
+    tokens, reported, usage = asyncio.run(run())
+    assert tokens == reported <= 7
+    assert usage["prompt_tokens"] == 42
+
+
+@pytest.mark.parametrize("knob", ["error_rate", "drop_rate"])
+def test_failures_are_injected(knob: str) -> None:
+    async def run() -> None:
+        b = backend(**{knob: 1.0, "tpot_ms": 1})
+        stream = await b.stream(call(5, stream=True, max_tokens=20))
+        async for _ in stream:
+            pass
+    with pytest.raises(UpstreamError):
+        asyncio.run(run())
+
+
+def test_invalid_json_rate_truncates_json() -> None:
+    async def run(rate: float) -> str:
+        b = backend(invalid_json_rate=rate, tpot_ms=1)
+        c = await b.complete(call(5, response_format={"type": "json_object"}))
+        return c.data["choices"][0]["message"]["content"]
+    json.loads(asyncio.run(run(0.0)))
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(asyncio.run(run(1.0)))
+
+
+def test_correctness_draw_follows_predicted_quality() -> None:
+    async def run(p: float) -> int:
+        b = backend(tpot_ms=0.01, output_tokens_mean=1)
+        for _ in range(200):
+            await b.complete(UpstreamCall("r", {**MSG, "max_tokens": 1}, 5, p_correct=p))
+        return b.engine.stats.correct
+    assert asyncio.run(run(0.9)) > 150
+    assert asyncio.run(run(0.1)) < 50
+
+
+def test_timeout_rate_hangs_until_the_backend_timeout() -> None:
+    config = ModelConfig(name="m", price=Price(input_per_mtok=1, output_per_mtok=1),
+                         simulate=SimulateConfig(timeout_rate=1.0),
+                         timeouts={"first_byte_s": 0.2})
+    from gateway.errors import UpstreamTimeout
+    with pytest.raises(UpstreamTimeout):
+        asyncio.run(SimulatedBackend(config).complete(call()))

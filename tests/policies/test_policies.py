@@ -1,0 +1,102 @@
+"""Policies are pure: validated config and request features in, a Decision out."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.base import LiveStats
+from classifiers.complexity import PromptScore
+from gateway.config import GatewayConfig, parse_config
+from policies import Candidate, RouteContext, get_policy
+
+
+def config(**routing: object) -> GatewayConfig:
+    def model(name: str, price: float, ability: float) -> dict:
+        return {"name": name, "price": {"input_per_mtok": price, "output_per_mtok": price},
+                "ability": ability, "simulate": {"tpot_ms": 10}}
+    return parse_config({"models": [model("small", 0.1, 0.4), model("mid", 1.0, 0.7),
+                                    model("big", 5.0, 0.9)], "routing": routing})
+
+
+def candidates(cfg: GatewayConfig, **ttft: float) -> list[Candidate]:
+    out = []
+    for m in cfg.models:
+        t = ttft.get(m.name, 0.1)
+        cost = m.price.input_per_mtok * 1e-4
+        out.append(Candidate(m, LiveStats(), cost, t, 0.01, t + 1.0))
+    return out
+
+
+def score(logit: float) -> PromptScore:
+    return PromptScore(difficulty=0.5, logit=logit, confidence=0.8, tier="medium",
+                       family_offsets={})
+
+
+class Classifier:
+    """The classifier's documented formula, so the test reads without the artifact."""
+
+    def p_correct(self, s: PromptScore, ability: float, family: str | None = None) -> float:
+        import math
+        return 1 / (1 + math.exp(-(math.log(ability / (1 - ability)) - s.logit)))
+
+
+def ctx(logit: float, target: float, **kw: object) -> RouteContext:
+    return RouteContext(prompt_tokens=100, expected_output_tokens=100, pool="interactive",
+                        quality_target=target, score=score(logit), **kw)
+
+
+def test_cheapest_ignores_quality() -> None:
+    cfg = config()
+    decision = get_policy("cheapest", cfg).choose(ctx(3.0, 0.99), candidates(cfg))
+    assert decision.model == "small"
+    assert decision.fallbacks == ("mid", "big")
+
+
+def test_fixed_always_picks_its_model() -> None:
+    cfg = config(fixed_model="mid")
+    assert get_policy("fixed", cfg).choose(ctx(0, 0.5), candidates(cfg)).model == "mid"
+
+
+@pytest.mark.parametrize("logit, target, expected", [
+    (-3.0, 0.8, "small"),   # easy prompt: the weak model will do
+    (0.0, 0.6, "mid"),      # average prompt: small (0.4) fails the target, mid (0.7) meets it
+    (1.5, 0.6, "big"),      # hard: only big gets there
+    (0.0, 0.95, "big"),     # unreachable target: the strongest
+])
+def test_cost_quality_picks_cheapest_meeting_target(logit: float, target: float,
+                                                    expected: str) -> None:
+    cfg = config()
+    policy = get_policy("cost_quality", cfg, Classifier())
+    decision = policy.choose(ctx(logit, target), candidates(cfg))
+    assert decision.model == expected
+    assert decision.predicted_quality is not None
+    assert decision.confidence == 0.8
+
+
+def test_cost_quality_fallbacks_never_drop_quality() -> None:
+    cfg = config()
+    decision = get_policy("cost_quality", cfg, Classifier()).choose(ctx(0.0, 0.6), candidates(cfg))
+    assert decision.model == "mid"
+    assert decision.fallbacks[0] == "big"      # small would not meet the target
+
+
+def test_cost_quality_prefers_models_within_the_latency_slo() -> None:
+    cfg = config()
+    slow_mid = candidates(cfg, mid=2.0)          # mid's TTFT is far over the 450 ms SLO
+    decision = get_policy("cost_quality", cfg, Classifier()).choose(ctx(0.0, 0.6), slow_mid)
+    assert decision.model == "big"
+    assert decision.reason == "quality-met"
+
+
+def test_soft_limit_lowers_the_target() -> None:
+    cfg = config()
+    policy = get_policy("cost_quality", cfg, Classifier())
+    normal = policy.choose(ctx(-0.2, 0.55), candidates(cfg))
+    squeezed = policy.choose(ctx(-0.2, 0.55, soft_limited=True), candidates(cfg))
+    assert (normal.model, squeezed.model) == ("mid", "small")
+    assert squeezed.reason.endswith("soft-limit")
+
+
+def test_unknown_policy_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="unknown policy"):
+        get_policy("nope", config())
