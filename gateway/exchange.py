@@ -18,6 +18,7 @@ from backends.base import Usage
 from gateway.auth import Caller
 from gateway.config import ModelConfig
 from gateway.errors import GatewayError
+from gateway.spend import settle_budget
 from gateway.telemetry import RequestRecord
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ class Exchange:
                 rec.energy_j = model.energy_j_per_token * (
                     usage.prompt_tokens + usage.completion_tokens)
         try:
-            await self.gw.settle_budget(self, model, usage)
+            await settle_budget(self.gw, self, model, usage)
         except Exception:  # settling must never break a response already sent
             logger.exception("request %s: settling the budget failed", self.request_id)
         self.gw.telemetry.request_completed(rec)

@@ -16,25 +16,24 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from backends.base import Backend, Usage
+from backends.base import Backend
 from backends.openai_compat import OpenAICompatBackend, new_session
 from backends.simulated import SimulatedBackend
 from classifiers.complexity import ComplexityModel
 from classifiers.length import counter_for
 from gateway.auth import Caller, KeyRing
+from gateway.budget import BudgetStore, RedisHandle, open_redis
 from gateway.config import GatewayConfig, ModelConfig
-from gateway.features import RequestFeatures
-from gateway.request import ChatRequest
 from gateway.routing import Router
 from gateway.telemetry import Telemetry
-from policies import Decision
 
 if TYPE_CHECKING:
-    from gateway.exchange import Exchange
+    pass
 
 logger = logging.getLogger("routegate.state")
 
@@ -49,6 +48,15 @@ def build_backends(config: GatewayConfig, session: aiohttp.ClientSession) -> dic
     return backends
 
 
+def load_classifier(path: str | None) -> ComplexityModel | None:
+    """The complexity model; routing degrades to per-model ability without it."""
+    try:
+        return ComplexityModel.load(path)
+    except (OSError, KeyError, ValueError) as exc:
+        logger.error("complexity classifier unavailable (%s); routing on model ability only", exc)
+        return None
+
+
 @dataclass
 class AppState:
     config: GatewayConfig
@@ -58,8 +66,8 @@ class AppState:
     router: Router
     telemetry: Telemetry
     classifier: ComplexityModel | None = None
-    redis: Any = None
-    budget: Any = None
+    redis: RedisHandle | None = None
+    budget: BudgetStore = None  # type: ignore[assignment]  # set in start()
     replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
@@ -70,34 +78,35 @@ class AppState:
     async def start(cls, config: GatewayConfig) -> AppState:
         session = new_session()
         backends = build_backends(config, session)
-        classifier = await asyncio.to_thread(ComplexityModel.load, config.routing.classifier)
+        classifier = await asyncio.to_thread(load_classifier, config.routing.classifier)
         router = Router(config, backends, classifier)
         # Load tiktoken's files now, not on the first request (about 0.5 s each).
         await asyncio.to_thread(lambda: [counter_for(enc) for enc in router.encodings])
+        data_dir = Path(config.data_dir)
+        redis = await open_redis(config.effective_redis_url, data_dir)
         state = cls(config=config, keyring=KeyRing.from_config(config), session=session,
                     backends=backends, router=router, telemetry=Telemetry(),
-                    classifier=classifier)
+                    classifier=classifier, redis=redis)
+        state.budget = BudgetStore(redis.client, config.budget, replica_id=state.replica_id,
+                                   data_dir=data_dir)
+        state._tasks.append(asyncio.create_task(state.budget.run_reconciler()))
         return state
 
     async def aclose(self) -> None:
+        if self.budget is not None:
+            await self.budget.aclose()
         for task in self._tasks:
             task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         for backend in self.backends.values():
             await backend.aclose()
         await self.session.close()
-
-    # -- budget seams: one Redis round trip before the upstream call, one after --
+        if self.redis is not None:
+            await self.redis.close()
 
     def soft_limited(self, caller: Caller) -> bool:
-        return False
-
-    async def reserve_budget(self, ex: Exchange, chat: ChatRequest, decision: Decision,
-                             features: RequestFeatures) -> None:
-        return None
-
-    async def settle_budget(self, ex: Exchange, model: ModelConfig | None,
-                            usage: Usage | None) -> None:
-        return None
+        """From the last budget reply this replica saw: no extra round trip."""
+        return self.budget.soft_limited(caller.team.name, caller.key_id)
 
     async def redis_ready(self) -> bool:
-        return True
+        return bool(await self.budget.ping())

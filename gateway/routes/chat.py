@@ -19,6 +19,7 @@ from gateway.errors import GatewayError
 from gateway.exchange import Exchange, new_request_id
 from gateway.features import RequestFeatures, measure
 from gateway.request import ChatRequest, parse_chat_request, read_body
+from gateway.spend import reserve_budget
 from gateway.state import AppState
 
 router = APIRouter()
@@ -48,7 +49,7 @@ async def chat_completions(request: Request) -> Response:
         ex.record.reason = decision.reason
         ex.record.predicted_quality = decision.predicted_quality
         ex.record.confidence = decision.confidence
-        await gw.reserve_budget(ex, chat, decision, features)
+        await reserve_budget(gw, ex, chat, decision, features)
         model, result, attempts = await call_with_fallback(gw, chat, decision, features,
                                                            ex.request_id)
         ex.record.attempts = attempts

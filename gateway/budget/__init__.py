@@ -1,0 +1,31 @@
+"""Team budgets, rate limits and spend accounting, shared by every replica.
+
+    handle = await open_redis(config.redis_url, data_dir)
+    store = BudgetStore(handle.client, config.budget, replica_id=rid, data_dir=data_dir)
+    res = await store.reserve(...)      # before the upstream call
+    await store.settle(res, ...)        # after it, with the real usage
+
+Modules: ``config`` (Limits, BudgetSettings), ``pricing`` (nano-USD money),
+``keys`` (Redis layout, calendar windows), ``scripts`` + ``*.lua`` (the atomic
+reserve/settle), ``store`` (BudgetStore), ``failopen`` + ``journal`` (Redis
+down), ``overrides`` and ``usage`` (/admin and /usage), ``redis_client`` +
+``embedded`` (connecting, or running a local Redis).
+"""
+
+from gateway.budget.config import BudgetSettings, Limits
+from gateway.budget.pricing import cost_nanousd, usd, usd_to_nano
+from gateway.budget.redis_client import RedisHandle, open_redis
+from gateway.budget.reservation import Reservation
+from gateway.budget.store import BudgetStore
+
+__all__ = [
+    "BudgetSettings",
+    "BudgetStore",
+    "Limits",
+    "RedisHandle",
+    "Reservation",
+    "cost_nanousd",
+    "open_redis",
+    "usd",
+    "usd_to_nano",
+]

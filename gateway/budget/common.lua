@@ -1,0 +1,64 @@
+-- Shared head of reserve.lua and settle.lua; budget/scripts.py prepends it.
+-- Both scripts pass KEYS[1] = T:res:exp (ZSET id -> expiry ms),
+-- KEYS[2] = T:res (HASH id -> reservation), KEYS[3] = T:reserved (HASH).
+--
+-- Amounts stay strings whenever they go back into Redis: Lua formats large
+-- numbers with an exponent ("1e+15"), which HINCRBY would refuse.
+
+-- TIME is non-deterministic; effects replication (default since Redis 5)
+-- makes that safe. The call is a no-op there and kept for older servers.
+if redis.replicate_commands then redis.replicate_commands() end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function add(key, field, amount)
+  if amount ~= '0' then redis.call('HINCRBY', key, field, amount) end
+end
+
+local function negate(amount)
+  if string.sub(amount, 1, 1) == '-' then return string.sub(amount, 2) end
+  return '-' .. amount
+end
+
+-- Remove one reservation and give its amount back to the outstanding
+-- counters. Returns the decoded reservation, or nil if there was none.
+local function take_reservation(id)
+  local raw = redis.call('HGET', KEYS[2], id)
+  if not raw then return nil end
+  local r = cjson.decode(raw)
+  add(KEYS[3], 'team', negate(r.a))
+  if r.k ~= '' then add(KEYS[3], 'k:' .. r.k, negate(r.a)) end
+  redis.call('HDEL', KEYS[2], id)
+  redis.call('ZREM', KEYS[1], id)
+  return r
+end
+
+-- Reservations of replicas that died (or lost their connection) before
+-- settling expire here: every reserve and settle of the team first releases
+-- those whose expiry has passed, by the Redis clock, so no replica's clock
+-- matters. Bounded per call so one call never stalls Redis; a backlog drains
+-- over the next calls.
+local function purge_expired(now)
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 256)
+  for _, id in ipairs(ids) do
+    if not take_reservation(id) then redis.call('ZREM', KEYS[1], id) end
+  end
+end
+
+local function num(value)
+  return tonumber(value or '0') or 0
+end
+
+-- Spent today, spent this month and outstanding reservations of one scope,
+-- as the strings Redis holds: returning Lua numbers would round sums above
+-- 2^53 nano-USD (9 million USD); comparisons use num() on them.
+local function figures(day_key, month_key, field)
+  return {
+    redis.call('HGET', day_key, field) or '0',
+    redis.call('HGET', month_key, field) or '0',
+    redis.call('HGET', KEYS[3], field) or '0',
+  }
+end

@@ -1,0 +1,79 @@
+"""Budget configuration: per-team / per-key limits and the ``budget:`` section.
+
+    budget:
+      timezone: Europe/Paris        # calendar days and months are counted here
+      fail_policy: fail_closed      # or fail_open (see gateway/budget/failopen.py)
+    teams:
+      - name: search
+        budget: {daily_hard_usd: 50, daily_soft_usd: 40, rpm: 600}
+
+Every limit is optional: ``None`` means "no limit of this kind". Dollar
+amounts are floats here for the humans writing YAML; they become integer
+nano-USD (``gateway.budget.pricing.usd_to_nano``) before they reach Redis.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class Limits(BaseModel):
+    """Spend and rate limits of one scope (a team, or one key of a team).
+
+    A key's limits narrow the team's, never widen them: a request must pass
+    both the team's limits (on the team's totals) and its key's limits (on
+    that key's own totals).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    daily_hard_usd: float | None = Field(default=None, ge=0)
+    daily_soft_usd: float | None = Field(default=None, ge=0)
+    monthly_hard_usd: float | None = Field(default=None, ge=0)
+    monthly_soft_usd: float | None = Field(default=None, ge=0)
+    rpm: int | None = Field(default=None, gt=0)
+    tpm: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _soft_below_hard(self) -> Limits:
+        for window in ("daily", "monthly"):
+            soft = getattr(self, f"{window}_soft_usd")
+            hard = getattr(self, f"{window}_hard_usd")
+            if soft is not None and hard is not None and soft > hard:
+                raise ValueError(f"{window}_soft_usd ({soft}) must not exceed {window}_hard_usd ({hard})")
+        return self
+
+
+class BudgetSettings(BaseModel):
+    """The top-level ``budget:`` section of the gateway YAML."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timezone: str = "UTC"
+    fail_policy: Literal["fail_closed", "fail_open"] = "fail_closed"
+    # A reservation left by a crashed replica is released after this long.
+    # Keep it above the longest request (a long stream) you serve.
+    reservation_ttl_s: int = Field(default=600, gt=0)
+    # While Redis is unreachable under fail_open, each replica lets each team
+    # spend at most this much (and this many requests a minute) from memory.
+    fail_open_usd_per_replica: float = Field(default=1.0, ge=0)
+    fail_open_rpm_per_replica: int = Field(default=60, gt=0)
+    # A directory: each replica journals to <journal_path>/<replica_id>.jsonl.
+    # None means <data_dir>/budget-journal.
+    journal_path: str | None = None
+    key_prefix: str = Field(default="rg", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    # Carried for the routing policy: how far the quality target drops for a
+    # team above its soft limit.
+    soft_limit_quality_drop: float = Field(default=0.15, ge=0, le=1)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown timezone {value!r}") from exc
+        return value

@@ -1,0 +1,122 @@
+"""Redis key names and calendar windows of the budget store.
+
+Every key of one team carries the hash tag ``{<prefix>:<team>}``, so on a
+Redis Cluster all of them live in one slot and one Lua script can touch them
+atomically. With T = ``{rg:search}``:
+
+    T:res:exp          ZSET  request id -> reservation expiry (ms, Redis clock)
+    T:res              HASH  request id -> {"a": nano, "t": tokens, "k": key id}
+    T:reserved         HASH  "team" | "k:<key>" -> outstanding reserved nano-USD
+    T:d:2026-11-29     HASH  "team" | "k:<key>" -> spent nano-USD that day      (TTL 40 d)
+    T:m:2026-11        HASH  "team" | "k:<key>" -> spent nano-USD that month    (TTL 400 d)
+    T:rl:<epoch-min>   HASH  "req" "tok" "k:<key>:req" "k:<key>:tok"            (TTL 120 s)
+    T:ovr              HASH  "team:dh" ... "k:<key>:tpm" -> admin overrides
+    T:ledger:<day>     HASH  "<model>|requests|input_tokens|output_tokens|cost_nanousd"
+                                                                                 (TTL 93 d)
+    T:settled:<day>    SET   request ids already settled (idempotency)       (TTL 3 d)
+
+Windows are named by date, computed here in the configured timezone, so a
+new day starts a new key: nothing is ever reset or overwritten at midnight.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+DAY_TTL_S = 40 * 86400
+MONTH_TTL_S = 400 * 86400
+LEDGER_TTL_S = 93 * 86400
+# Long enough to cover a Redis outage during which settles were journalled:
+# a replayed settle must still find its marker and not bill twice.
+SETTLED_TTL_S = 3 * 86400
+MINUTE_TTL_S = 120
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Windows:
+    """The calendar windows a request is counted in (fixed at reserve time)."""
+
+    day: str  # "2026-11-29", in the configured timezone
+    month: str  # "2026-11"
+    minute: int  # minutes since the epoch, for rpm/tpm buckets
+
+    def seconds_left_in_minute(self, now_s: float) -> int:
+        return max(1, int((self.minute + 1) * 60 - now_s + 0.999))
+
+
+def _escape(name: str) -> str:
+    # Braces would end the hash tag early and scatter a team over slots.
+    return name.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+
+
+class KeySpace:
+    """Builds key names and windows; the only place that knows the layout."""
+
+    def __init__(self, prefix: str, timezone: str, clock: Clock = time.time) -> None:
+        self._prefix = prefix
+        self._tz = ZoneInfo(timezone)
+        self.clock = clock
+
+    @property
+    def timezone(self) -> ZoneInfo:
+        return self._tz
+
+    def windows(self, now_s: float | None = None) -> Windows:
+        now_s = self.clock() if now_s is None else now_s
+        local = datetime.fromtimestamp(now_s, self._tz)
+        return Windows(
+            day=local.strftime("%Y-%m-%d"),
+            month=local.strftime("%Y-%m"),
+            minute=int(now_s // 60),
+        )
+
+    def tag(self, team: str) -> str:
+        return "{" + self._prefix + ":" + _escape(team) + "}"
+
+    def day(self, team: str, day: str) -> str:
+        return f"{self.tag(team)}:d:{day}"
+
+    def month(self, team: str, month: str) -> str:
+        return f"{self.tag(team)}:m:{month}"
+
+    def ledger(self, team: str, day: str) -> str:
+        return f"{self.tag(team)}:ledger:{day}"
+
+    def override(self, team: str) -> str:
+        return f"{self.tag(team)}:ovr"
+
+    def reserved(self, team: str) -> str:
+        return f"{self.tag(team)}:reserved"
+
+    def reserve_keys(self, team: str, w: Windows) -> list[str]:
+        """KEYS of reserve.lua, in its order."""
+        t = self.tag(team)
+        return [
+            f"{t}:res:exp",
+            f"{t}:res",
+            self.reserved(team),
+            self.day(team, w.day),
+            self.month(team, w.month),
+            f"{t}:rl:{w.minute}",
+            self.override(team),
+        ]
+
+    def settle_keys(self, team: str, w: Windows) -> list[str]:
+        """KEYS of settle.lua, in its order."""
+        t = self.tag(team)
+        return [
+            f"{t}:res:exp",
+            f"{t}:res",
+            self.reserved(team),
+            self.day(team, w.day),
+            self.month(team, w.month),
+            f"{t}:rl:{w.minute}",
+            self.ledger(team, w.day),
+            f"{t}:settled:{w.day}",
+        ]

@@ -1,0 +1,54 @@
+"""Money as integers: every amount in Redis is nano-USD (1e-9 USD).
+
+    cost_nanousd(1200, 300, input_per_mtok=0.15, output_per_mtok=0.60)  # 360_000
+    usd(360_000)                                                          # 0.00036
+
+Integers make sums exact: a thousand replicas adding a million request costs
+end on exactly the figure the ledger's rows add up to, which floats cannot
+promise. Prices are "USD per million tokens", so
+
+    nano-USD = tokens * price_per_mtok * 1e9 / 1e6 = tokens * price_per_mtok * 1000
+
+computed in ``Decimal`` (prices arrive as floats from YAML; ``str()`` keeps
+the decimal the human wrote) and rounded half-up ONCE per request, on the
+sum of the input and output parts, so no per-part rounding error piles up.
+A nano-dollar is far below any provider's price granularity, so this one
+rounding is the only inexactness, and it is the same on every replica.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+
+NANO_PER_USD = 1_000_000_000
+_NANO_PER_TOKEN_AT_ONE_USD_PER_MTOK = Decimal(1000)
+
+
+def _price(value: float) -> Decimal:
+    return Decimal(str(value))
+
+
+def cost_nanousd(
+    input_tokens: int,
+    output_tokens: int,
+    input_per_mtok: float,
+    output_per_mtok: float,
+) -> int:
+    """Cost of one request in nano-USD, rounded half-up once."""
+    if input_tokens < 0 or output_tokens < 0:
+        raise ValueError("token counts must be >= 0")
+    exact = (
+        input_tokens * _price(input_per_mtok) + output_tokens * _price(output_per_mtok)
+    ) * _NANO_PER_TOKEN_AT_ONE_USD_PER_MTOK
+    return int(exact.to_integral_value(rounding=ROUND_HALF_UP))
+
+
+def usd_to_nano(amount_usd: float) -> int:
+    """A configured dollar amount as nano-USD (half-up, from its decimal text)."""
+    nano = _price(amount_usd) * NANO_PER_USD
+    return int(nano.to_integral_value(rounding=ROUND_HALF_UP))
+
+
+def usd(nano: int) -> float:
+    """Nano-USD as dollars, for messages and JSON; never for sums."""
+    return nano / NANO_PER_USD

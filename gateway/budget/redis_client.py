@@ -1,0 +1,123 @@
+"""Opening the Redis the budget store runs on.
+
+    handle = await open_redis(config.redis_url, Path(config.data_dir))
+    app.state.budget = BudgetStore(handle.client, config.budget, ...)
+    ...
+    await handle.close()
+
+``url`` selects the mode:
+
+* ``None``: the embedded server (``embedded.py``), shared by every gateway
+  process on this data_dir;
+* ``redis://host:6379/0``, ``rediss://...`` (TLS), ``unix:///path.sock``: one
+  Redis (or a Sentinel/proxy endpoint that looks like one);
+* ``redis+cluster://host:7000`` / ``rediss+cluster://...``, or any of the above
+  with ``?cluster=true``: a Redis Cluster, through ``redis.asyncio.RedisCluster``
+  (every budget key of a team shares one hash tag, so the scripts run there).
+
+Timeouts are short and client retries off: the store decides what a failure
+means (fail_closed / fail_open, journalling), and a hung Redis must cost a
+request at most about a second, never a hang. Both scripts are safe to retry
+anyway (reserve and settle are idempotent by request id).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisClusterException, RedisError
+
+from gateway.budget.embedded import EmbeddedLease, start_embedded
+
+# The connect timeout covers the handshake too, measured on a possibly busy
+# event loop: at 0.5 s a cold burst of connects already timed out.
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 1.0
+SOCKET_TIMEOUT_S = 1.0
+# Beyond this many calls in flight, callers queue for a connection (at most
+# POOL_WAIT_S) instead of opening ever more sockets to a busy Redis.
+MAX_CONNECTIONS = 64
+POOL_WAIT_S = 1.0
+# The async cluster client has no waiting pool: it fails when a node's pool
+# is full, so its cap is set high enough never to be the limit.
+CLUSTER_MAX_CONNECTIONS_PER_NODE = 1024
+
+
+def _single(url: str) -> Redis:
+    pool = BlockingConnectionPool.from_url(
+        url,
+        max_connections=MAX_CONNECTIONS,
+        timeout=POOL_WAIT_S,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
+        socket_timeout=SOCKET_TIMEOUT_S,
+        retry=Retry(NoBackoff(), 0),
+    )
+    return Redis.from_pool(pool)
+
+
+async def _cluster(url: str) -> RedisCluster:
+    cluster = RedisCluster.from_url(
+        url,
+        max_connections=CLUSTER_MAX_CONNECTIONS_PER_NODE,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
+        socket_timeout=SOCKET_TIMEOUT_S,
+        retry=Retry(NoBackoff(), 1),  # one retry follows a slot move after failover
+    )
+    # Learn the slot map now: redis-py's lazy first-use initialisation races
+    # under a burst of concurrent first commands and drops some of them. If
+    # the cluster is down, start anyway (the fail policy applies) and let the
+    # client initialise on first use.
+    try:
+        await cluster.initialize()
+    except (RedisError, RedisClusterException, OSError) as exc:
+        log.warning("budget: Redis Cluster not reachable at start-up: %r", exc)
+    return cluster
+
+
+@dataclass
+class RedisHandle:
+    """The client, plus whatever must be released with it (the embedded lease)."""
+
+    client: Any  # redis.asyncio.Redis | redis.asyncio.RedisCluster
+    cluster: bool = False
+    embedded: EmbeddedLease | None = None
+
+    async def close(self) -> None:
+        try:
+            await self.client.aclose()
+        finally:
+            if self.embedded is not None:
+                self.embedded.release()
+
+
+def cluster_url(url: str) -> tuple[str, bool]:
+    """Strip the cluster markers from ``url``; return it and whether it names a cluster."""
+    parts = urlsplit(url)
+    scheme = parts.scheme
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    flags = [v for k, v in query if k == "cluster"]
+    is_cluster = scheme.endswith("+cluster") or any(v.lower() in ("1", "true", "yes") for v in flags)
+    scheme = scheme.removesuffix("+cluster")
+    rest = urlencode([(k, v) for k, v in query if k != "cluster"])
+    return urlunsplit((scheme, parts.netloc, parts.path, rest, parts.fragment)), is_cluster
+
+
+async def open_redis(url: str | None, data_dir: Path) -> RedisHandle:
+    """Connect to ``url`` (see the module docstring), or start the embedded server."""
+    if url is None:
+        lease = await start_embedded(data_dir)
+        return RedisHandle(_single(f"unix://{lease.socket}"), embedded=lease)
+    plain, is_cluster = cluster_url(url)
+    if is_cluster:
+        return RedisHandle(await _cluster(plain), cluster=True)
+    # No round trip here either: a Redis that is down at start-up is handled
+    # like one that goes down later.
+    return RedisHandle(_single(plain))

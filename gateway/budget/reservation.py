@@ -1,0 +1,43 @@
+"""The handle a request carries from ``reserve`` to ``settle``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.budget.journal import JournalEntry
+from gateway.budget.keys import Windows
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A worst-case amount held for one request until it settles.
+
+    ``windows`` are fixed at reserve time: the request is billed to the day
+    and month it was admitted in, even if it settles after midnight, so the
+    limit that admitted it is the limit its spend counts against.
+    ``local`` marks a fail-open reservation held in this replica's memory.
+    """
+
+    request_id: str
+    team: str
+    key_id: str | None
+    model: str
+    amount: int  # nano-USD
+    tokens: int  # prompt + max output tokens, counted against tpm
+    windows: Windows
+    soft_limited: bool
+    local: bool = False
+
+    def journal_entry(self, input_tokens: int, output_tokens: int, cost: int) -> JournalEntry:
+        return JournalEntry(
+            request_id=self.request_id,
+            team=self.team,
+            key_id=self.key_id,
+            model=self.model,
+            day=self.windows.day,
+            month=self.windows.month,
+            minute=self.windows.minute,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost_nanousd=cost,
+        )

@@ -1,0 +1,104 @@
+-- Reserve the worst-case cost of one request, atomically checking every
+-- limit of the team and (optionally) of its key.
+--
+-- KEYS: 1 T:res:exp  2 T:res  3 T:reserved  4 T:d:<day>  5 T:m:<month>
+--       6 T:rl:<minute>  7 T:ovr
+-- ARGV: 1 request id  2 amount (nano-USD)  3 tokens (prompt + max output)
+--       4 key id ('' = none)  5 reservation ttl (ms)  6 minute-bucket ttl (s)
+--       7..12  team limits  dh ds mh ms rpm tpm  ('' = none)
+--       13..18 key limits   dh ds mh ms rpm tpm
+-- Reply: {ok (1|0), limit, scope, current, limit value,
+--         team d m r, key d m r, team ds ms dh mh, key ds ms dh mh}
+-- (limit values -1 = none). "current" is what already counts against the
+-- limit that was hit: spent + reserved for budgets, the bucket for rates.
+
+local rid, amount, tokens, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local amount_n, tokens_n = tonumber(amount), tonumber(tokens)
+local names = {'dh', 'ds', 'mh', 'ms', 'rpm', 'tpm'}
+
+-- Config limits from the caller, replaced field by field by admin overrides
+-- stored in Redis, so an /admin change applies on every replica at once.
+local function limits(scope, base)
+  local fields = {}
+  for i, n in ipairs(names) do fields[i] = scope .. ':' .. n end
+  local ovr = redis.call('HMGET', KEYS[7], unpack(fields))
+  local out = {}
+  for i, n in ipairs(names) do
+    out[n] = tonumber(ovr[i] or ARGV[base + i - 1]) or false
+  end
+  return out
+end
+
+local function check(lim, fig, rate_prefix)
+  local day, month, reserved = num(fig[1]), num(fig[2]), num(fig[3])
+  if lim.dh and day + reserved + amount_n > lim.dh then
+    return {'daily', day + reserved, lim.dh}
+  end
+  if lim.mh and month + reserved + amount_n > lim.mh then
+    return {'monthly', month + reserved, lim.mh}
+  end
+  if lim.rpm then
+    local n = num(redis.call('HGET', KEYS[6], rate_prefix .. 'req'))
+    if n + 1 > lim.rpm then return {'rpm', n, lim.rpm} end
+  end
+  if lim.tpm then
+    local n = num(redis.call('HGET', KEYS[6], rate_prefix .. 'tok'))
+    if n + tokens_n > lim.tpm then return {'tpm', n, lim.tpm} end
+  end
+  return nil
+end
+
+local function record()
+  add(KEYS[3], 'team', amount)
+  redis.call('HINCRBY', KEYS[6], 'req', 1)
+  add(KEYS[6], 'tok', tokens)
+  if key ~= '' then
+    add(KEYS[3], 'k:' .. key, amount)
+    redis.call('HINCRBY', KEYS[6], 'k:' .. key .. ':req', 1)
+    add(KEYS[6], 'k:' .. key .. ':tok', tokens)
+  end
+  redis.call('EXPIRE', KEYS[6], ARGV[6])
+  local expiry = now_ms() + tonumber(ARGV[5])
+  redis.call('HSET', KEYS[2], rid, cjson.encode({a = amount, t = tokens, k = key}))
+  redis.call('ZADD', KEYS[1], expiry, rid)
+  -- The three reservation keys outlive their last reservation by a minute,
+  -- so a team that goes quiet leaves nothing behind; they expire together,
+  -- so the counter never outlives (or dies before) what it counts.
+  local keep = math.floor(tonumber(ARGV[5]) / 1000) + 60
+  for i = 1, 3 do redis.call('EXPIRE', KEYS[i], keep) end
+end
+
+local function v(x) return x or -1 end
+
+purge_expired(now_ms())
+local team_lim = limits('team', 7)
+local key_lim = {}
+local key_fig = {'0', '0', '0'}
+if key ~= '' then key_lim = limits('k:' .. key, 13) end
+
+local verdict = {1, '', '', 0, 0}
+-- A retried reserve (lost reply) finds its own reservation: not counted twice.
+if redis.call('HEXISTS', KEYS[2], rid) == 0 then
+  local team_fig = figures(KEYS[4], KEYS[5], 'team')
+  local hit = check(team_lim, team_fig, '')
+  local scope = 'team'
+  if not hit and key ~= '' then
+    key_fig = figures(KEYS[4], KEYS[5], 'k:' .. key)
+    hit = check(key_lim, key_fig, 'k:' .. key .. ':')
+    scope = 'key'
+  end
+  if hit then
+    verdict = {0, hit[1], scope, hit[2], hit[3]}
+  else
+    record()
+  end
+end
+
+local t = figures(KEYS[4], KEYS[5], 'team')
+if key ~= '' then key_fig = figures(KEYS[4], KEYS[5], 'k:' .. key) end
+return {
+  verdict[1], verdict[2], verdict[3], verdict[4], verdict[5],
+  t[1], t[2], t[3], key_fig[1], key_fig[2], key_fig[3],
+  v(team_lim.ds), v(team_lim.ms), v(team_lim.dh), v(team_lim.mh),
+  v(key_lim.ds), v(key_lim.ms), v(key_lim.dh), v(key_lim.mh),
+}

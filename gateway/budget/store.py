@@ -1,0 +1,367 @@
+"""BudgetStore: reserve before the upstream call, settle after it.
+
+    store = BudgetStore(handle.client, config.budget, replica_id="gw-1", data_dir=data_dir)
+    res = await store.reserve(request_id=rid, team="search", team_limits=team.budget,
+                              key_id="ci", key_limits=key.budget, model="small",
+                              max_cost_nanousd=worst_case, max_tokens=prompt + max_out)
+    ...                                             # call the backend
+    await store.settle(res, input_tokens=u.prompt_tokens,
+                       output_tokens=u.completion_tokens, cost_nanousd=cost)
+
+One Redis round trip each (``reserve.lua``, ``settle.lua``): every replica
+checks and changes the same counters atomically, so concurrent requests can
+never all pass on the same headroom. ``settle`` never raises: if Redis is
+unreachable, the spend goes to the local journal and ``run_reconciler``
+replays it later. When Redis is down, ``reserve`` follows
+``budget.fail_policy``: 503 (fail_closed) or a small per-replica allowance
+(fail_open, see ``failopen.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from redis.exceptions import (
+    ClusterError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisClusterException,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from gateway.budget import overrides, usage
+from gateway.budget.config import BudgetSettings, Limits
+from gateway.budget.failopen import LocalAllowance
+from gateway.budget.journal import JournalEntry, SpendJournal
+from gateway.budget.keys import Clock, KeySpace, Windows
+from gateway.budget.pricing import usd_to_nano
+from gateway.budget.rejections import budget_exceeded, fail_open_exceeded, rate_exceeded
+from gateway.budget.reservation import Reservation
+from gateway.budget.scripts import BudgetScripts, ReserveReply, ScopeFigures, SoftHard
+from gateway.errors import RateLimited, ServiceUnavailable
+
+log = logging.getLogger(__name__)
+
+# Errors that mean "Redis cannot answer now", as opposed to a bug.
+REDIS_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    TimeoutError,
+    OSError,
+    ClusterError,
+    RedisClusterException,
+    ReadOnlyError,  # a failover in progress
+    OutOfMemoryError,
+    TryAgainError,
+)
+# A bound on one call even if socket timeouts were left unset on the client.
+CALL_TIMEOUT_S = 2.0
+# After a failure, requests skip Redis this long (the reconciler's ping ends
+# it sooner), so a black-holed Redis costs one timeout, not one per request.
+DOWN_BACKOFF_S = 1.0
+
+
+class BudgetStore:
+    """One replica's view of the shared budget state; lives on ``app.state``.
+
+    Keeps no spend of its own except the fail-open allowance and the cached
+    soft-limit flags: every figure that matters is in Redis.
+    """
+
+    def __init__(
+        self,
+        redis: Any,
+        settings: BudgetSettings,
+        *,
+        replica_id: str,
+        data_dir: Path,
+        clock: Clock = time.time,
+    ) -> None:
+        self._redis = redis
+        self._settings = settings
+        self._keys = KeySpace(settings.key_prefix, settings.timezone, clock)
+        self._scripts = BudgetScripts(redis, self._keys, settings.reservation_ttl_s)
+        journal_dir = Path(settings.journal_path or data_dir / "budget-journal")
+        self.journal = SpendJournal(journal_dir, replica_id)
+        self._local = LocalAllowance(
+            usd_to_nano(settings.fail_open_usd_per_replica), settings.fail_open_rpm_per_replica
+        )
+        # Last figures Redis returned per team: soft-limit state for routing
+        # and the remaining budget that caps fail-open spend.
+        self._soft: dict[tuple[str, str | None], bool] = {}
+        self._last: dict[str, tuple[ScopeFigures, SoftHard]] = {}
+        self._down_until = 0.0
+        self._stopping = asyncio.Event()
+
+    async def reserve(
+        self,
+        *,
+        request_id: str,
+        team: str,
+        team_limits: Limits | None,
+        key_id: str | None,
+        key_limits: Limits | None,
+        model: str,
+        max_cost_nanousd: int,
+        max_tokens: int,
+    ) -> Reservation:
+        """Hold the worst-case cost; raise QuotaExceeded / RateLimited / ServiceUnavailable.
+
+        ``max_tokens`` is the request's worst-case token count (prompt plus
+        max output), counted against tpm until settle corrects it.
+        """
+        windows = self._keys.windows()
+        if not self._suspect_down():
+            try:
+                async with asyncio.timeout(CALL_TIMEOUT_S):
+                    reply = await self._scripts.reserve(
+                        request_id=request_id,
+                        team=team,
+                        windows=windows,
+                        amount=max_cost_nanousd,
+                        tokens=max_tokens,
+                        key_id=key_id,
+                        team_limits=team_limits,
+                        key_limits=key_limits,
+                    )
+            except REDIS_UNAVAILABLE as exc:
+                self._mark_down("reserve", exc)
+            else:
+                soft = self._remember(team, key_id, reply)
+                if not reply.ok:
+                    raise self._rejection(reply, team, key_id, windows, max_cost_nanousd)
+                return Reservation(
+                    request_id, team, key_id, model, max_cost_nanousd, max_tokens, windows, soft
+                )
+        return self._reserve_locally(
+            request_id, team, key_id, model, max_cost_nanousd, max_tokens, windows, team_limits
+        )
+
+    async def settle(
+        self,
+        reservation: Reservation,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cost_nanousd: int,
+    ) -> None:
+        """Bill the real cost and release the rest. Never raises.
+
+        Shielded: a client that disconnects while we settle must not cancel
+        the billing of what the upstream already generated.
+        """
+        await asyncio.shield(self._settle(reservation, input_tokens, output_tokens, cost_nanousd))
+
+    async def _settle(self, res: Reservation, input_tokens: int, output_tokens: int, cost: int) -> None:
+        if res.local:
+            self._local.settle(res.team, res.amount, cost)
+        if cost > res.amount:
+            # Billed exactly all the same, but the hard-limit guarantee rests on
+            # the reserved amount being a true worst case: find the estimator bug.
+            log.warning(
+                "budget: request %s cost %d nano-USD, above its reserved worst case %d",
+                res.request_id,
+                cost,
+                res.amount,
+            )
+        entry = res.journal_entry(input_tokens, output_tokens, cost)
+        if not self._suspect_down():
+            try:
+                await self._apply(entry)
+                return
+            except Exception as exc:  # noqa: BLE001 - billing must never fail the request
+                self._mark_down("settle", exc)
+        try:
+            await self.journal.append(entry)
+        except Exception:
+            log.exception("budget: could not journal spend of request %s: %s", entry.request_id, entry)
+
+    async def _apply(self, entry: JournalEntry) -> None:
+        windows = Windows(entry.day, entry.month, entry.minute)
+        async with asyncio.timeout(CALL_TIMEOUT_S):
+            reply = await self._scripts.settle(
+                request_id=entry.request_id,
+                team=entry.team,
+                windows=windows,
+                key_id=entry.key_id,
+                model=entry.model,
+                input_tokens=entry.input_tokens,
+                output_tokens=entry.output_tokens,
+                cost=entry.cost_nanousd,
+            )
+        last = self._last.get(entry.team)
+        if last is not None and windows.day == self._keys.windows().day:
+            self._last[entry.team] = (reply.team, last[1])
+            self._soft[(entry.team, None)] = last[1].soft_reached(reply.team)
+
+    def soft_limited(self, team: str, key_id: str | None = None) -> bool:
+        """Whether the team (or that key) was above a soft limit at its last reply here.
+
+        No round trip: the routing policy asks before choosing a model.
+        """
+        if key_id is not None and (team, key_id) in self._soft:
+            return self._soft[(team, key_id)]
+        return self._soft.get((team, None), False)
+
+    def _remember(self, team: str, key_id: str | None, reply: ReserveReply) -> bool:
+        self._last[team] = (reply.team, reply.team_limits)
+        team_soft = reply.team_limits.soft_reached(reply.team)
+        self._soft[(team, None)] = team_soft
+        soft = team_soft
+        if key_id is not None:
+            soft = team_soft or reply.key_limits.soft_reached(reply.key)
+            self._soft[(team, key_id)] = soft
+        return soft
+
+    def _rejection(
+        self, reply: ReserveReply, team: str, key_id: str | None, windows: Windows, amount: int
+    ) -> RateLimited:
+        if reply.limit in ("daily", "monthly"):
+            return budget_exceeded(
+                team=team,
+                key_id=key_id,
+                scope=reply.scope,
+                window=reply.limit,
+                committed=reply.current,
+                limit=reply.limit_value,
+                amount=amount,
+            )
+        return rate_exceeded(
+            team=team,
+            key_id=key_id,
+            scope=reply.scope,
+            limit_name=reply.limit,
+            current=reply.current,
+            limit=reply.limit_value,
+            retry_after_s=windows.seconds_left_in_minute(self._keys.clock()),
+        )
+
+    def _suspect_down(self) -> bool:
+        return time.monotonic() < self._down_until
+
+    def _mark_down(self, what: str, exc: BaseException) -> None:
+        if not self._suspect_down():
+            log.warning("budget: Redis unavailable during %s: %r", what, exc)
+        self._down_until = time.monotonic() + DOWN_BACKOFF_S
+
+    def _reserve_locally(
+        self,
+        request_id: str,
+        team: str,
+        key_id: str | None,
+        model: str,
+        amount: int,
+        tokens: int,
+        windows: Windows,
+        team_limits: Limits | None,
+    ) -> Reservation:
+        if self._settings.fail_policy == "fail_closed":
+            raise ServiceUnavailable(
+                "The budget store (Redis) is unreachable, and budget.fail_policy is "
+                "fail_closed: requests are refused until it is back.",
+                code="budget_store_unavailable",
+            )
+        hit = self._local.admit(team, amount, windows.minute, self._remaining(team, team_limits))
+        if hit == "rpm":
+            raise rate_exceeded(
+                team=team,
+                key_id=None,
+                scope="team",
+                limit_name="rpm",
+                current=self._local.rpm,
+                limit=self._local.rpm,
+                retry_after_s=windows.seconds_left_in_minute(self._keys.clock()),
+            )
+        if hit is not None:
+            raise fail_open_exceeded(team=team, cap=self._local.cap_nanousd, amount=amount)
+        return Reservation(
+            request_id,
+            team,
+            key_id,
+            model,
+            amount,
+            tokens,
+            windows,
+            soft_limited=self.soft_limited(team, key_id),
+            local=True,
+        )
+
+    def _remaining(self, team: str, team_limits: Limits | None) -> int | None:
+        """Hard budget left as last seen (config limits if never seen), or None."""
+        fig, lim = self._last.get(team) or (ScopeFigures(), SoftHard.from_limits(team_limits))
+        left = [
+            hard - spent - fig.reserved
+            for hard, spent in ((lim.daily_hard, fig.spent_day), (lim.monthly_hard, fig.spent_month))
+            if hard is not None
+        ]
+        return max(0, min(left)) if left else None
+
+    async def ping(self) -> bool:
+        try:
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                await self._redis.ping()
+        except Exception as exc:  # noqa: BLE001 - any failure means "not healthy"
+            self._mark_down("ping", exc)
+            return False
+        self._down_until = 0.0
+        return True
+
+    async def reconcile_once(self) -> int:
+        """Replay the journal into Redis if it is reachable; return entries applied."""
+        if not self.journal.pending() and not self._suspect_down():
+            return 0
+        if not await self.ping():
+            return 0
+        applied = await self.journal.replay(self._apply)
+        if not self.journal.pending():
+            self._local.forget_spent()
+        if applied:
+            log.info("budget: reconciled %d journalled spends into Redis", applied)
+        return applied
+
+    async def run_reconciler(self, interval_s: float = 1.0) -> None:
+        """Background task for the gateway lifespan; ends after ``aclose()``."""
+        while not self._stopping.is_set():
+            try:
+                await self.reconcile_once()
+            except Exception as exc:  # noqa: BLE001 - keep trying; never kill the task
+                self._mark_down("reconcile", exc)
+            try:
+                await asyncio.wait_for(self._stopping.wait(), interval_s)
+            except TimeoutError:
+                pass
+
+    async def aclose(self) -> None:
+        self._stopping.set()
+
+    async def usage(self, team: str, team_limits: Limits | None, *, days: int = 31) -> dict:
+        """Spend today / this month, remaining budget, per key and the model x day ledger."""
+        try:
+            return await usage.team_usage(self._redis, self._keys, team, team_limits, days=days)
+        except REDIS_UNAVAILABLE as exc:
+            self._mark_down("usage", exc)
+            raise ServiceUnavailable("The budget store (Redis) is unreachable.") from exc
+
+    async def set_override(self, team: str, limits: Limits, *, key_id: str | None = None) -> None:
+        """Replace the run-time override of the team (or one key); applies on every replica."""
+        await self._admin(overrides.set_override(self._redis, self._keys, team, limits, key_id))
+
+    async def clear_override(self, team: str, *, key_id: str | None = None) -> None:
+        await self._admin(overrides.clear_override(self._redis, self._keys, team, key_id))
+
+    async def get_override(self, team: str, *, key_id: str | None = None) -> Limits | None:
+        return await self._admin(overrides.get_override(self._redis, self._keys, team, key_id))
+
+    async def _admin(self, call: Any) -> Any:
+        try:
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                return await call
+        except REDIS_UNAVAILABLE as exc:
+            self._mark_down("admin", exc)
+            raise ServiceUnavailable("The budget store (Redis) is unreachable.") from exc

@@ -1,0 +1,214 @@
+"""BudgetStore against the real shared Redis: expiry, idempotency, rollover, rates, overrides."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.budget.config import Limits
+from gateway.budget.redis_client import open_redis
+from gateway.budget.store import BudgetStore
+from gateway.errors import QuotaExceeded, RateLimited
+from tests.budget.conftest import SHARED_REDIS, FakeClock, make_store
+
+USD = 1_000_000_000
+
+
+def run(tmp_path: Path, prefix: str, body: Callable[..., Awaitable[None]], **kw: Any) -> None:
+    """Run ``body(store, client)`` with a store on its own connection pool."""
+
+    async def main() -> None:
+        handle = await open_redis(SHARED_REDIS, tmp_path)
+        try:
+            await body(make_store(handle.client, prefix, tmp_path, **kw), handle.client)
+        finally:
+            await handle.close()
+
+    asyncio.run(main())
+
+
+async def reserve(
+    store: BudgetStore,
+    rid: str,
+    amount: int,
+    *,
+    team: str = "t",
+    limits: Limits | None = None,
+    key: str | None = None,
+    key_limits: Limits | None = None,
+    tokens: int = 10,
+):
+    return await store.reserve(
+        request_id=rid,
+        team=team,
+        team_limits=limits,
+        key_id=key,
+        key_limits=key_limits,
+        model="small",
+        max_cost_nanousd=amount,
+        max_tokens=tokens,
+    )
+
+
+def test_expired_reservation_of_a_crashed_replica_is_released(tmp_path: Path, prefix: str) -> None:
+    limits = Limits(daily_hard_usd=1)
+
+    async def body(store: BudgetStore, client: Any) -> None:
+        crashed = await reserve(store, "crashed", USD, limits=limits)  # never settled
+        with pytest.raises(QuotaExceeded):
+            await reserve(store, "blocked", 1, limits=limits)
+        await asyncio.sleep(1.2)
+        fresh = await reserve(store, "fresh", USD // 2, limits=limits)
+        report = await store.usage("t", limits)
+        assert report["reserved_usd"] == 0.5  # only "fresh" is outstanding
+        # the crashed request's late settle still bills once, releasing nothing twice
+        await store.settle(crashed, input_tokens=1, output_tokens=1, cost_nanousd=7)
+        await store.settle(fresh, input_tokens=1, output_tokens=1, cost_nanousd=5)
+        report = await store.usage("t", limits)
+        assert (report["spent_today_nanousd"], report["reserved_usd"]) == (12, 0)
+
+    run(tmp_path, prefix, body, reservation_ttl_s=1)
+
+
+def test_settle_is_idempotent_and_reserve_retries_count_once(tmp_path: Path, prefix: str) -> None:
+    async def body(store: BudgetStore, client: Any) -> None:
+        res = await reserve(store, "a", 1000)
+        again = await reserve(store, "a", 1000)  # a retry after a lost reply
+        assert (await store.usage("t", None))["reserved_usd"] == 1000 / USD
+        for _ in range(3):
+            await store.settle(again, input_tokens=3, output_tokens=4, cost_nanousd=600)
+        await store.settle(res, input_tokens=3, output_tokens=4, cost_nanousd=600)
+        report = await store.usage("t", None)
+        assert report["spent_today_nanousd"] == 600
+        assert report["reserved_usd"] == 0
+        assert report["ledger"][0]["requests"] == 1
+        # a reserve retried after its settle: the stray hold is released, nothing billed
+        stray = await reserve(store, "a", 1000)
+        await store.settle(stray, input_tokens=3, output_tokens=4, cost_nanousd=600)
+        report = await store.usage("t", None)
+        assert (report["spent_today_nanousd"], report["reserved_usd"]) == (600, 0)
+        # a settle with no reservation at all (journal replay) bills exactly once too
+        ghost = dataclasses.replace(res, request_id="ghost")
+        await store.settle(ghost, input_tokens=1, output_tokens=1, cost_nanousd=50)
+        await store.settle(ghost, input_tokens=1, output_tokens=1, cost_nanousd=50)
+        assert (await store.usage("t", None))["spent_today_nanousd"] == 650
+
+    run(tmp_path, prefix, body)
+
+
+def test_rollover_bills_the_admitting_window_and_loses_nothing(tmp_path: Path, prefix: str) -> None:
+    clock = FakeClock("2026-11-30T23:59:59", tz="Europe/Paris")
+    limits = Limits(daily_hard_usd=1, monthly_hard_usd=100)
+
+    async def body(store: BudgetStore, client: Any) -> None:
+        await store.settle(
+            await reserve(store, "x", USD // 2, limits=limits),
+            input_tokens=1,
+            output_tokens=1,
+            cost_nanousd=USD // 2,
+        )
+        late = await reserve(store, "late", USD // 2, limits=limits)  # day now full
+        clock.set("2026-12-01T00:00:05", tz="Europe/Paris")
+        await store.settle(late, input_tokens=1, output_tokens=1, cost_nanousd=USD // 4)
+        report = await store.usage("t", limits, days=2)
+        assert (report["day"], report["month"]) == ("2026-12-01", "2026-12")
+        assert report["spent_today_nanousd"] == 0 and report["spent_month_nanousd"] == 0
+        assert {r["day"]: r["cost_nanousd"] for r in report["ledger"]} == {"2026-11-30": USD // 2 + USD // 4}
+        # the new day has its own window: a full-day reservation fits again
+        await reserve(store, "new-day", USD, limits=limits)
+        clock.set("2026-11-30T12:00:00", tz="Europe/Paris")  # look back at the old day
+        old = await store.usage("t", limits, days=1)
+        assert old["spent_today_nanousd"] == USD // 2 + USD // 4
+        assert old["spent_month_nanousd"] == USD // 2 + USD // 4
+
+    run(tmp_path, prefix, body, clock=clock, timezone="Europe/Paris")
+
+
+def test_rpm_and_tpm_limits_with_retry_after(tmp_path: Path, prefix: str) -> None:
+    clock = FakeClock("2026-11-29T10:00:15")
+
+    async def body(store: BudgetStore, client: Any) -> None:
+        rpm = Limits(rpm=3)
+        for i in range(3):
+            await reserve(store, f"r{i}", 1, limits=rpm)
+        with pytest.raises(RateLimited) as caught:
+            await reserve(store, "r3", 1, limits=rpm)
+        err = caught.value
+        assert not isinstance(err, QuotaExceeded)
+        assert (err.status_code, err.code, err.error_type) == (
+            429,
+            "rate_limit_exceeded",
+            "rate_limit_error",
+        )
+        assert err.headers["retry-after"] == "45"
+        assert "3 requests per minute" in err.message
+        clock.now += 60  # next minute bucket
+        await reserve(store, "r4", 1, limits=rpm)
+
+        tpm = Limits(tpm=150)
+        first = await reserve(store, "t0", 1, team="tok", limits=tpm, tokens=100)
+        with pytest.raises(RateLimited, match="150 tokens per minute"):
+            await reserve(store, "t1", 1, team="tok", limits=tpm, tokens=100)
+        # settle corrects the reserved 100 tokens down to the real 20
+        await store.settle(first, input_tokens=5, output_tokens=15, cost_nanousd=1)
+        await reserve(store, "t2", 1, team="tok", limits=tpm, tokens=100)
+
+    run(tmp_path, prefix, body, clock=clock)
+
+
+def test_key_limits_narrow_the_team_and_soft_limit_is_cached(tmp_path: Path, prefix: str) -> None:
+    team = Limits(daily_hard_usd=10, daily_soft_usd=2)
+    key = Limits(daily_hard_usd=1, rpm=100)
+
+    async def body(store: BudgetStore, client: Any) -> None:
+        assert not store.soft_limited("t")
+        res = await reserve(store, "a", USD, limits=team, key="ci", key_limits=key)
+        assert not res.soft_limited
+        with pytest.raises(QuotaExceeded) as caught:
+            await reserve(store, "b", 1, limits=team, key="ci", key_limits=key)
+        assert "API key 'ci' of team 't'" in caught.value.message
+        assert "$1.000000 spent or reserved of $1.000000" in caught.value.message
+        other = await reserve(store, "c", 2 * USD, limits=team, key="web")
+        assert other.soft_limited and store.soft_limited("t")  # 3 USD committed >= 2
+        await store.settle(res, input_tokens=1, output_tokens=1, cost_nanousd=USD // 10)
+        await store.settle(other, input_tokens=1, output_tokens=1, cost_nanousd=USD // 10)
+        assert not store.soft_limited("t")  # settle replies refresh the cache
+        report = await store.usage("t", team)
+        assert report["keys"]["ci"]["spent_today_usd"] == 0.1
+        assert report["remaining_today_usd"] == 9.8
+        assert report["soft_limited"] is False
+
+    run(tmp_path, prefix, body)
+
+
+def test_admin_override_applies_on_another_replica_at_once(tmp_path: Path, prefix: str) -> None:
+    config = Limits(daily_hard_usd=10, rpm=1000)
+
+    async def body(admin: BudgetStore, client: Any) -> None:
+        other = await open_redis(SHARED_REDIS, tmp_path)
+        try:
+            replica = make_store(other.client, prefix, tmp_path, replica="r2")
+            await reserve(replica, "a", USD, limits=config)
+            await admin.set_override("t", Limits(daily_hard_usd=1.5))
+            assert await admin.get_override("t") == Limits(daily_hard_usd=1.5)
+            with pytest.raises(QuotaExceeded, match="of \\$1.500000"):
+                await reserve(replica, "b", USD, limits=config)
+            report = await replica.usage("t", config)
+            assert report["limits"]["daily_hard_usd"] == 1.5 and report["limits"]["rpm"] == 1000
+            await admin.set_override("t", Limits(rpm=1000), key_id="ci")
+            await admin.clear_override("t")
+            assert await admin.get_override("t") is None
+            await reserve(replica, "c", USD, limits=config)
+            await admin.set_override("t", Limits(rpm=1), key_id="ci")
+            await reserve(replica, "d", 1, limits=config, key="ci")
+            with pytest.raises(RateLimited, match="API key 'ci'"):
+                await reserve(replica, "e", 1, limits=config, key="ci")
+        finally:
+            await other.close()
+
+    run(tmp_path, prefix, body)

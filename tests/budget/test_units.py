@@ -1,0 +1,110 @@
+"""Pure parts of the budget module: money, config, key layout, URL parsing, replies."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from gateway.budget.config import BudgetSettings, Limits
+from gateway.budget.keys import KeySpace
+from gateway.budget.pricing import cost_nanousd, usd, usd_to_nano
+from gateway.budget.redis_client import cluster_url
+from gateway.budget.scripts import ReserveReply, ScopeFigures, SoftHard, limit_values
+from tests.budget.conftest import FakeClock
+
+
+def test_cost_is_exact_integer_nanousd() -> None:
+    # 1200 * 0.15 + 300 * 0.60 = 360 USD per million -> 360_000 nano-USD
+    assert cost_nanousd(1200, 300, 0.15, 0.60) == 360_000
+    # 0.1 is not exact in binary; the decimal text is used, so no 0.0999999 drift
+    assert cost_nanousd(1, 0, 0.1, 0) == 100
+    assert sum(cost_nanousd(1, 1, 0.1, 0.2) for _ in range(10_000)) == 3_000_000
+
+
+def test_cost_rounds_half_up_once_per_request() -> None:
+    # 1 token at 0.0005 $/Mtok = 0.5 nano: half rounds up
+    assert cost_nanousd(1, 0, 0.0005, 0) == 1
+    # two halves are summed before rounding: 0.5 + 0.5 = 1, not 1 + 1 = 2
+    assert cost_nanousd(1, 1, 0.0005, 0.0005) == 1
+    assert cost_nanousd(0, 0, 3.0, 15.0) == 0
+    with pytest.raises(ValueError):
+        cost_nanousd(-1, 0, 1, 1)
+
+
+def test_usd_conversions() -> None:
+    assert usd_to_nano(12.5) == 12_500_000_000
+    assert usd_to_nano(0.1) == 100_000_000
+    assert usd(1_500_000_000) == 1.5
+
+
+def test_limits_validate_soft_below_hard() -> None:
+    Limits(daily_soft_usd=5, daily_hard_usd=5)
+    with pytest.raises(ValidationError, match="daily_soft_usd"):
+        Limits(daily_soft_usd=6, daily_hard_usd=5)
+    with pytest.raises(ValidationError, match="monthly_soft_usd"):
+        Limits(monthly_soft_usd=6, monthly_hard_usd=5)
+    with pytest.raises(ValidationError):
+        Limits(rpm=0)
+    with pytest.raises(ValidationError):
+        Limits(daily_hard_usd=-1)
+    with pytest.raises(ValidationError):
+        Limits(daily_limit=3)  # type: ignore[call-arg]  # extra="forbid": typos fail
+
+
+def test_budget_settings_validate_timezone_and_policy() -> None:
+    assert BudgetSettings().fail_policy == "fail_closed"
+    assert BudgetSettings(timezone="Europe/Paris").timezone == "Europe/Paris"
+    with pytest.raises(ValidationError, match="timezone"):
+        BudgetSettings(timezone="Mars/Olympus")
+    with pytest.raises(ValidationError):
+        BudgetSettings(fail_policy="maybe")  # type: ignore[arg-type]
+
+
+def test_windows_follow_the_configured_timezone() -> None:
+    clock = FakeClock("2026-11-30T23:30:00")  # UTC: already Dec 1st in Paris
+    assert KeySpace("rg", "UTC", clock).windows().day == "2026-11-30"
+    paris = KeySpace("rg", "Europe/Paris", clock).windows()
+    assert (paris.day, paris.month) == ("2026-12-01", "2026-12")
+    assert paris.seconds_left_in_minute(clock()) == 60
+    clock.now += 45.5
+    assert paris.seconds_left_in_minute(clock()) == 15
+
+
+def test_all_keys_of_a_team_share_one_hash_tag() -> None:
+    keys = KeySpace("rg", "UTC")
+    w = keys.windows(0)
+    names = keys.reserve_keys("search", w) + keys.settle_keys("search", w)
+    assert all(n.startswith("{rg:search}:") for n in names)
+    # a brace in a name cannot end the tag early
+    assert keys.tag("a}b{c") == "{rg:a%7Db%7Bc}"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("redis://h:6379/0", ("redis://h:6379/0", False)),
+        ("redis+cluster://h:7000", ("redis://h:7000", True)),
+        ("rediss+cluster://u:p@h:7000", ("rediss://u:p@h:7000", True)),
+        ("redis://h:7000?cluster=true&ssl_cert_reqs=none", ("redis://h:7000?ssl_cert_reqs=none", True)),
+        ("redis://h:7000?cluster=false", ("redis://h:7000", False)),
+    ],
+)
+def test_cluster_url(url: str, expected: tuple[str, bool]) -> None:
+    assert cluster_url(url) == expected
+
+
+def test_reply_parsing_and_soft_limits() -> None:
+    raw = [0, b"daily", b"key", 90, 100, 10, 20, 5, 1, 2, 3, 12, -1, 100, -1, -1, -1, 50, -1]
+    reply = ReserveReply.parse(raw)
+    assert (reply.ok, reply.limit, reply.scope, reply.current, reply.limit_value) == (
+        False,
+        "daily",
+        "key",
+        90,
+        100,
+    )
+    assert reply.team == ScopeFigures(10, 20, 5)
+    assert reply.team_limits == SoftHard(12, None, 100, None)
+    assert reply.team_limits.soft_reached(reply.team)  # 10 + 5 >= 12
+    assert not reply.key_limits.soft_reached(reply.key)
+    assert limit_values(Limits(daily_hard_usd=1.5, rpm=7)) == {"dh": 1_500_000_000, "rpm": 7}
