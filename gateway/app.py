@@ -9,8 +9,11 @@ State is created in the lifespan (``AppState.start``) and lives on
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -21,7 +24,8 @@ from fastapi.responses import Response
 from gateway.config import GatewayConfig, load_config
 from gateway.errors import GatewayError, InvalidRequest, NotFound
 from gateway.exchange import new_request_id
-from gateway.routes import chat, meta
+from gateway.reload import reload_teams, watch_config
+from gateway.routes import admin, chat, meta, usage
 from gateway.state import AppState
 
 CONFIG_ENV = "ROUTEGATE_CONFIG"
@@ -34,14 +38,18 @@ def _error(exc: GatewayError, request: Request) -> Response:
                     headers=headers)
 
 
-def create_app(config: GatewayConfig) -> FastAPI:
+def create_app(config: GatewayConfig, config_path: str | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.gw = await AppState.start(config)
+        gw = app.state.gw = await AppState.start(config, config_path)
+        if config_path is not None:
+            gw.spawn(watch_config(gw))
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_teams, gw)
         try:
             yield
         finally:
-            await app.state.gw.aclose()
+            await gw.aclose()
 
     app = FastAPI(title="routegate", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
@@ -60,8 +68,8 @@ def create_app(config: GatewayConfig) -> FastAPI:
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(NotFound(f"Unknown path {request.url.path}"), request)
 
-    app.include_router(chat.router)
-    app.include_router(meta.router)
+    for module in (chat, meta, usage, admin):
+        app.include_router(module.router)
     return app
 
 
@@ -69,4 +77,5 @@ def create_app_from_env() -> FastAPI:
     """Factory for ``uvicorn --factory`` and multi-worker serving."""
     logging.basicConfig(level=os.environ.get("ROUTEGATE_LOG_LEVEL", "info").upper(),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    return create_app(load_config(os.environ.get(CONFIG_ENV, DEFAULT_CONFIG)))
+    path = os.environ.get(CONFIG_ENV, DEFAULT_CONFIG)
+    return create_app(load_config(path), config_path=path)

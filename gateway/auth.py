@@ -48,6 +48,10 @@ class KeyRing:
     def from_config(cls, config: GatewayConfig) -> KeyRing:
         return cls({k.hash: Caller(team, k) for team in config.teams for k in team.key_configs()})
 
+    def team(self, name: str) -> Caller | None:
+        """Any caller of the team ``name`` (for admin look-ups)."""
+        return next((c for c in self._callers.values() if c.team.name == name), None)
+
     def authenticate(self, authorization: str | None) -> Caller:
         token = bearer_token(authorization)
         if token is None:

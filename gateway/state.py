@@ -68,6 +68,7 @@ class AppState:
     classifier: ComplexityModel | None = None
     redis: RedisHandle | None = None
     budget: BudgetStore = None  # type: ignore[assignment]  # set in start()
+    config_path: str | None = None
     replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
@@ -75,7 +76,7 @@ class AppState:
         self.models: dict[str, ModelConfig] = {m.name: m for m in self.config.models}
 
     @classmethod
-    async def start(cls, config: GatewayConfig) -> AppState:
+    async def start(cls, config: GatewayConfig, config_path: str | None = None) -> AppState:
         session = new_session()
         backends = build_backends(config, session)
         classifier = await asyncio.to_thread(load_classifier, config.routing.classifier)
@@ -86,11 +87,15 @@ class AppState:
         redis = await open_redis(config.effective_redis_url, data_dir)
         state = cls(config=config, keyring=KeyRing.from_config(config), session=session,
                     backends=backends, router=router, telemetry=Telemetry(),
-                    classifier=classifier, redis=redis)
+                    classifier=classifier, redis=redis, config_path=config_path)
         state.budget = BudgetStore(redis.client, config.budget, replica_id=state.replica_id,
                                    data_dir=data_dir)
-        state._tasks.append(asyncio.create_task(state.budget.run_reconciler()))
+        state.spawn(state.budget.run_reconciler())
         return state
+
+    def spawn(self, coro: Any) -> None:
+        """A background task that lives as long as the app."""
+        self._tasks.append(asyncio.create_task(coro))
 
     async def aclose(self) -> None:
         if self.budget is not None:
