@@ -50,6 +50,8 @@ async def reserve_budget(gw: AppState, ex: Exchange, chat: ChatRequest, decision
                          features: RequestFeatures) -> None:
     caller = ex.caller
     assert caller is not None
+    if not gw.config.budget.enabled:
+        return
     amount, tokens = worst_case(gw, chat, decision, features)
     ex.reservation = await gw.budget.reserve(
         request_id=ex.request_id, team=caller.team.name, team_limits=caller.team.budget,

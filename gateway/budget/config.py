@@ -52,6 +52,8 @@ class BudgetSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # false: no reservations, limits or ledger at all (a plain router).
+    enabled: bool = True
     timezone: str = "UTC"
     fail_policy: Literal["fail_closed", "fail_open"] = "fail_closed"
     # A reservation left by a crashed replica is released after this long.

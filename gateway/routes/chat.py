@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
+from typing import Any
 
 import anyio
 from fastapi import APIRouter, Request
@@ -25,6 +27,22 @@ from gateway.state import AppState
 router = APIRouter()
 logger = logging.getLogger("routegate.chat")
 INTERNAL = GatewayError("The gateway hit an internal error; the request was not billed.")
+
+
+class SettledResponse(Response):
+    """Sends the body first, then settles: the client does not wait for the
+    Redis round trip, and a client that vanished mid-send is billed all the same."""
+
+    def __init__(self, *args: Any, on_sent: Callable[[], Awaitable[None]], **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.on_sent = on_sent
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.on_sent()
 
 
 def error_response(exc: GatewayError, headers: dict[str, str]) -> Response:
@@ -61,9 +79,10 @@ async def chat_completions(request: Request) -> Response:
         await ex.finish(None, None, error=INTERNAL)
         return error_response(INTERNAL, ex.response_headers())
     if isinstance(result, Completion):
-        await ex.finish(model, result.usage, ttft_s=result.ttft_s)
-        return Response(result.body, media_type="application/json",
-                        headers=ex.response_headers(model.name))
+        return SettledResponse(result.body, media_type="application/json",
+                               headers=ex.response_headers(model.name),
+                               on_sent=partial(ex.finish, model, result.usage,
+                                               ttft_s=result.ttft_s))
     return StreamingResponse(relay(ex, chat, features, model, result),
                              media_type="text/event-stream",
                              headers={**ex.response_headers(model.name),
