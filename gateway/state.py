@@ -91,6 +91,8 @@ class AppState:
         state.budget = BudgetStore(redis.client, config.budget, replica_id=state.replica_id,
                                    data_dir=data_dir)
         state.spawn(state.budget.run_reconciler())
+        # Open a few pooled connections now rather than in the first burst.
+        await asyncio.gather(*(state.budget.ping() for _ in range(8)), return_exceptions=True)
         return state
 
     def spawn(self, coro: Any) -> None:

@@ -15,10 +15,10 @@
   with ``?cluster=true``: a Redis Cluster, through ``redis.asyncio.RedisCluster``
   (every budget key of a team shares one hash tag, so the scripts run there).
 
-Timeouts are short and client retries off: the store decides what a failure
-means (fail_closed / fail_open, journalling), and a hung Redis must cost a
-request at most about a second, never a hang. Both scripts are safe to retry
-anyway (reserve and settle are idempotent by request id).
+Timeouts are short and the client retries only a dropped connection, once:
+the store decides what a failure means (fail_closed / fail_open, journalling),
+and a hung Redis must cost a request at most about a second, never a hang.
+Both scripts are safe to retry (reserve and settle are idempotent by request id).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 
 from gateway.budget.embedded import EmbeddedLease, start_embedded
@@ -42,10 +43,14 @@ log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 1.0
 SOCKET_TIMEOUT_S = 1.0
-# Beyond this many calls in flight, callers queue for a connection (at most
-# POOL_WAIT_S) instead of opening ever more sockets to a busy Redis.
+# Beyond this many calls in flight, callers queue for a connection instead of
+# opening ever more sockets to a busy Redis. The wait has no bound of its own:
+# it is local queueing, not an unreachable Redis, and the store's per-call
+# deadline (store.CALL_TIMEOUT_S) bounds it. A separate 1 s bound expired under
+# a burst of a few hundred requests per replica while Redis was healthy, and
+# the store then refused every request of the replica for a second (503).
 MAX_CONNECTIONS = 64
-POOL_WAIT_S = 1.0
+POOL_WAIT_S = None
 # The async cluster client has no waiting pool: it fails when a node's pool
 # is full, so its cap is set high enough never to be the limit.
 CLUSTER_MAX_CONNECTIONS_PER_NODE = 1024
@@ -58,7 +63,11 @@ def _single(url: str) -> Redis:
         timeout=POOL_WAIT_S,
         socket_connect_timeout=CONNECT_TIMEOUT_S,
         socket_timeout=SOCKET_TIMEOUT_S,
-        retry=Retry(NoBackoff(), 0),
+        # One immediate retry on a dropped connection, never on a timeout: after
+        # a Redis restart the pool still hands out connections to the dead
+        # server ("Connection closed by server"), and without a retry each one
+        # fails a request and makes the store skip Redis for its back-off.
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
     )
     return Redis.from_pool(pool)
 

@@ -97,6 +97,7 @@ class BudgetStore:
         self._soft: dict[tuple[str, str | None], bool] = {}
         self._last: dict[str, tuple[ScopeFigures, SoftHard]] = {}
         self._down_until = 0.0
+        self._last_ok = 0.0
         self._stopping = asyncio.Event()
 
     async def reserve(
@@ -133,6 +134,7 @@ class BudgetStore:
             except REDIS_UNAVAILABLE as exc:
                 self._mark_down("reserve", exc)
             else:
+                self._last_ok = time.monotonic()
                 soft = self._remember(team, key_id, reply)
                 if not reply.ok:
                     raise self._rejection(reply, team, key_id, windows, max_cost_nanousd)
@@ -174,6 +176,7 @@ class BudgetStore:
         if not self._suspect_down():
             try:
                 await self._apply(entry)
+                self._last_ok = time.monotonic()
                 return
             except Exception as exc:  # noqa: BLE001 - billing must never fail the request
                 self._mark_down("settle", exc)
@@ -246,9 +249,16 @@ class BudgetStore:
         return time.monotonic() < self._down_until
 
     def _mark_down(self, what: str, exc: BaseException) -> None:
+        """Skip Redis for a moment after a failure, so an outage costs one timeout,
+        not one per request. A lone timeout while other calls keep succeeding is
+        a slow reply under load, not an outage: it fails only its own request."""
+        now = time.monotonic()
+        if isinstance(exc, TimeoutError | RedisTimeoutError) and (
+                now - self._last_ok < CALL_TIMEOUT_S):
+            return
         if not self._suspect_down():
             log.warning("budget: Redis unavailable during %s: %r", what, exc)
-        self._down_until = time.monotonic() + DOWN_BACKOFF_S
+        self._down_until = now + DOWN_BACKOFF_S
 
     def _reserve_locally(
         self,
