@@ -192,6 +192,10 @@ class HTTPChunkStream:
     def tpot_s(self) -> float | None:
         return self._meter.tpot_s
 
+    @property
+    def buffered(self) -> bool:
+        return bool(self._pending)
+
     async def _read_events(self) -> bool:
         """Read until at least one whole event is pending; False at end of stream."""
         while not self._pending:

@@ -167,6 +167,8 @@ class SimChunkStream:
     def tpot_s(self) -> float | None:
         return self._meter.tpot_s
 
+    buffered = False   # each simulated token arrives on its own
+
     async def prime(self) -> None:
         self._first = await self._gen.__anext__()
 

@@ -9,8 +9,8 @@ Finishing settles the budget reservation to the real usage and emits the one
 from __future__ import annotations
 
 import logging
+import os
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,7 @@ logger = logging.getLogger("routegate.exchange")
 def new_request_id(incoming: str | None) -> str:
     if incoming and len(incoming) <= 128 and incoming.isprintable():
         return incoming
-    return f"req_{uuid.uuid4().hex}"
+    return f"req_{os.urandom(12).hex()}"
 
 
 @dataclass(slots=True)

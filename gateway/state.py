@@ -89,7 +89,7 @@ class AppState:
                     backends=backends, router=router, telemetry=Telemetry(),
                     classifier=classifier, redis=redis, config_path=config_path)
         state.budget = BudgetStore(redis.client, config.budget, replica_id=state.replica_id,
-                                   data_dir=data_dir)
+                                   data_dir=data_dir, scripts_client=redis.scripts)
         state.spawn(state.budget.run_reconciler())
         # Open a few pooled connections now rather than in the first burst.
         await asyncio.gather(*(state.budget.ping() for _ in range(8)), return_exceptions=True)

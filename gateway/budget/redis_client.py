@@ -36,6 +36,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 
 from gateway.budget.embedded import EmbeddedLease, start_embedded
+from gateway.budget.pipelined import PipelinedRedis
 
 # The connect timeout covers the handshake too, measured on a possibly busy
 # event loop: at 0.5 s a cold burst of connects already timed out.
@@ -98,9 +99,18 @@ class RedisHandle:
     client: Any  # redis.asyncio.Redis | redis.asyncio.RedisCluster
     cluster: bool = False
     embedded: EmbeddedLease | None = None
+    # What the request path's scripts run on: the lean pipelined client for a
+    # single Redis, the cluster client for a cluster.
+    scripts: Any = None
+
+    def __post_init__(self) -> None:
+        if self.scripts is None:
+            self.scripts = self.client
 
     async def close(self) -> None:
         try:
+            if self.scripts is not self.client:
+                await self.scripts.aclose()
             await self.client.aclose()
         finally:
             if self.embedded is not None:
@@ -123,10 +133,11 @@ async def open_redis(url: str | None, data_dir: Path) -> RedisHandle:
     """Connect to ``url`` (see the module docstring), or start the embedded server."""
     if url is None:
         lease = await start_embedded(data_dir)
-        return RedisHandle(_single(f"unix://{lease.socket}"), embedded=lease)
+        url = f"unix://{lease.socket}"
+        return RedisHandle(_single(url), embedded=lease, scripts=PipelinedRedis(url))
     plain, is_cluster = cluster_url(url)
     if is_cluster:
         return RedisHandle(await _cluster(plain), cluster=True)
     # No round trip here either: a Redis that is down at start-up is handled
     # like one that goes down later.
-    return RedisHandle(_single(plain))
+    return RedisHandle(_single(plain), scripts=PipelinedRedis(plain))

@@ -82,11 +82,14 @@ class BudgetStore:
         replica_id: str,
         data_dir: Path,
         clock: Clock = time.time,
+        scripts_client: Any = None,
     ) -> None:
         self._redis = redis
         self._settings = settings
         self._keys = KeySpace(settings.key_prefix, settings.timezone, clock)
-        self._scripts = BudgetScripts(redis, self._keys, settings.reservation_ttl_s)
+        # The scripts may run on a leaner client than the rest (see pipelined.py).
+        self._scripts = BudgetScripts(scripts_client or redis, self._keys,
+                                      settings.reservation_ttl_s)
         journal_dir = Path(settings.journal_path or data_dir / "budget-journal")
         self.journal = SpendJournal(journal_dir, replica_id)
         self._local = LocalAllowance(

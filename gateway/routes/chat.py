@@ -6,43 +6,25 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
-from typing import Any
 
-import anyio
 from fastapi import APIRouter, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 
-from backends.base import ChunkStream, Completion, Usage
-from gateway.config import ModelConfig
+from backends.base import Completion
 from gateway.dispatch import call_with_fallback
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange, new_request_id
-from gateway.features import RequestFeatures, measure
-from gateway.request import ChatRequest, parse_chat_request, read_body
+from gateway.features import measure
+from gateway.relay import StreamRelay
+from gateway.request import parse_chat_request, read_body
+from gateway.responses import SettledResponse, SettledStreamingResponse
 from gateway.spend import reserve_budget
 from gateway.state import AppState
 
 router = APIRouter()
 logger = logging.getLogger("routegate.chat")
 INTERNAL = GatewayError("The gateway hit an internal error; the request was not billed.")
-
-
-class SettledResponse(Response):
-    """Sends the body first, then settles: the client does not wait for the
-    Redis round trip, and a client that vanished mid-send is billed all the same."""
-
-    def __init__(self, *args: Any, on_sent: Callable[[], Awaitable[None]], **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self.on_sent = on_sent
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.on_sent()
 
 
 def error_response(exc: GatewayError, headers: dict[str, str]) -> Response:
@@ -83,38 +65,8 @@ async def chat_completions(request: Request) -> Response:
                                headers=ex.response_headers(model.name),
                                on_sent=partial(ex.finish, model, result.usage,
                                                ttft_s=result.ttft_s))
-    return StreamingResponse(relay(ex, chat, features, model, result),
-                             media_type="text/event-stream",
-                             headers={**ex.response_headers(model.name),
-                                      "cache-control": "no-cache"})
-
-
-def estimated_usage(features: RequestFeatures, model: ModelConfig, chunks: int) -> Usage:
-    """When a stream ends without the upstream's usage (client left, upstream
-    broke), bill what was generated: one token per relayed chunk."""
-    return Usage(features.prompt_tokens(model.tokenizer), chunks, estimated=True)
-
-
-async def relay(ex: Exchange, chat: ChatRequest, features: RequestFeatures, model: ModelConfig,
-                stream: ChunkStream) -> AsyncIterator[bytes]:
-    chunks = 0
-    error: GatewayError | None = None
-    try:
-        async for event in stream:
-            if event.is_usage_only and not chat.include_usage:
-                continue
-            if event.has_tokens:
-                chunks += 1
-            yield event.raw
-    except GatewayError as exc:
-        # Headers are gone already: OpenAI's SDK raises on an in-stream error event.
-        error = exc
-        yield b"data: " + exc.to_json() + b"\n\n"
-    finally:
-        # A client that disconnects cancels this generator; shield the cleanup
-        # so the upstream is closed and the budget settled all the same.
-        with anyio.CancelScope(shield=True):
-            await stream.aclose()
-            usage = stream.usage or estimated_usage(features, model, chunks)
-            await ex.finish(model, usage, ttft_s=stream.ttft_s or None, tpot_s=stream.tpot_s,
-                            error=error)
+    relay = StreamRelay(chat, features, model, result)
+    return SettledStreamingResponse(relay.events(), media_type="text/event-stream",
+                                    headers={**ex.response_headers(model.name),
+                                             "cache-control": "no-cache"},
+                                    on_sent=partial(relay.finish, ex))

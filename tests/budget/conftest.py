@@ -11,8 +11,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 import redis
+import redis.asyncio
 
 from gateway.budget.config import BudgetSettings
+from gateway.budget.pipelined import PipelinedRedis
 from gateway.budget.store import BudgetStore
 
 SHARED_REDIS = "redis://127.0.0.1:6379/0"
@@ -45,6 +47,17 @@ def prefix() -> Iterator[str]:
         client.close()
 
 
+def pipelined_twin(client: Any) -> PipelinedRedis | None:
+    """The lean script client the gateway uses for a single Redis, on the same server."""
+    if not isinstance(client, redis.asyncio.Redis):
+        return None  # a cluster: scripts run on redis-py's cluster client
+    kw = client.connection_pool.connection_kwargs
+    if "path" in kw:
+        return PipelinedRedis(f"unix://{kw['path']}")
+    return PipelinedRedis(f"redis://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/"
+                          f"{kw.get('db', 0)}")
+
+
 def make_store(
     client: Any,
     prefix: str,
@@ -54,7 +67,8 @@ def make_store(
     clock: Any = None,
     **settings: Any,
 ) -> BudgetStore:
-    kwargs: dict[str, Any] = {"replica_id": replica, "data_dir": data_dir}
+    kwargs: dict[str, Any] = {"replica_id": replica, "data_dir": data_dir,
+                              "scripts_client": pipelined_twin(client)}
     if clock is not None:
         kwargs["clock"] = clock
     return BudgetStore(client, BudgetSettings(key_prefix=prefix, **settings), **kwargs)

@@ -1,0 +1,78 @@
+"""Latency of ``ComplexityModel.score()`` by prompt length (prints p50/p99).
+
+    TIKTOKEN_CACHE_DIR=/work/shared/tiktoken python loadtest/bench_classifier.py [--artifact PATH]
+
+Prompts are built from English words, a code snippet and digits so the n-gram
+hashing, markers and skill classifier all do real work. Token counts are
+measured with o200k_base when available.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from classifiers.complexity import ComplexityModel  # noqa: E402
+from classifiers.length import counter_for  # noqa: E402
+
+_WORDS = (
+    "the model should explain why a list of 42 integers sorted with quicksort takes "
+    "n log n time on average but quadratic time when the pivot is chosen badly ; "
+    "def solve ( xs ) : return sorted ( xs ) [ : 3 ] x = 7 * y + 3 what is the answer ?"
+).split()
+
+
+def make_prompt(n_tokens: int, seed: int) -> str:
+    rng = random.Random(seed)
+    counter = counter_for("o200k_base")
+    words = [rng.choice(_WORDS) for _ in range(n_tokens)]
+    text = " ".join(words)
+    # Trim to roughly the requested token count.
+    while counter.count_text(text) > n_tokens and len(words) > 1:
+        words = words[: int(len(words) * 0.95)]
+        text = " ".join(words)
+    return text
+
+
+def measure(model: ComplexityModel, prompts: list[str], repeats: int) -> tuple[float, float]:
+    for text in prompts[:20]:
+        model.score(text)  # warm caches
+    times = []
+    for _ in range(repeats):
+        for text in prompts:
+            start = time.perf_counter()
+            model.score(text)
+            times.append(time.perf_counter() - start)
+    times.sort()
+    p50 = statistics.median(times)
+    p99 = times[min(len(times) - 1, int(0.99 * len(times)))]
+    return p50 * 1e6, p99 * 1e6
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--artifact", type=Path, default=None)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    model = ComplexityModel.load(args.artifact)
+    counter = counter_for("o200k_base")
+    cases = [(f"{n} tokens", [make_prompt(n, seed) for seed in range(50)]) for n in (50, 500, 2000)]
+    big = make_prompt(2000, 99)
+    cases.append(("200k chars", [(big * (200_000 // len(big) + 1))[:200_000]] * 50))
+    cases.append(("1 MB", [(big * (1_000_000 // len(big) + 1))[:1_000_000]] * 10))
+    print(f"{'prompt':<12} {'tokens':>8} {'p50 us':>8} {'p99 us':>8}")
+    for name, prompts in cases:
+        tokens = statistics.median(counter.count_text(p) for p in prompts[:5])
+        p50, p99 = measure(model, prompts, args.repeats)
+        print(f"{name:<12} {tokens:8.0f} {p50:8.0f} {p99:8.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The servers of the proxy benchmark, each its own process on loopback.
+
+    with start_targets(["direct", "bare-aiohttp", "routegate"], tmp, "url", None) as urls:
+        urls["routegate"]      # http://127.0.0.1:PORT/v1/chat/completions
+
+Every target sits in front of one stub upstream (``loadtest/stub_upstream.py``).
+routegate runs as ``routegate serve`` with ``loadtest/routegate.yaml``, rewritten
+per run to the stub's port and a scratch ``data_dir``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+KEY = "sk-bench-key"     # its hash is the team key in loadtest/routegate.yaml
+
+# routegate variants, to split its cost: (log level, config overrides).
+ROUTEGATE_VARIANTS: dict[str, tuple[str, dict]] = {
+    "routegate": ("info", {}),
+    "routegate-quiet": ("warning", {}),
+    "routegate-nobudget": ("warning", {"budget": {"enabled": False}}),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: the server exited with {proc.returncode}")
+        with contextlib.suppress(OSError):
+            with urllib.request.urlopen(url, timeout=1) as resp:
+                if resp.status < 500:
+                    return
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} did not answer in {timeout}s")
+
+
+@contextlib.contextmanager
+def server(args: list[str], ready_path: str, port: int, log: Path) -> Iterator[str]:
+    """A Python server process; yields its base URL once ``ready_path`` answers."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.setdefault("TIKTOKEN_CACHE_DIR", str(REPO.parent / "shared" / "tiktoken"))
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", *args], cwd=REPO, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(base + ready_path, proc)
+        yield base
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def routegate_config(stub: str, tmp: Path, name: str, redis: str, classifier: str | None) -> Path:
+    """loadtest/routegate.yaml, pointed at this run's stub and a scratch data_dir."""
+    config = yaml.safe_load((HERE / "routegate.yaml").read_text())
+    for section, values in ROUTEGATE_VARIANTS[name][1].items():
+        config[section] = {**config.get(section, {}), **values}
+    config["models"][0]["base_url"] = stub + "/v1"
+    config["data_dir"] = str(tmp / "routegate-data")
+    if redis == "embedded":
+        config["redis_url"] = None
+    if classifier:
+        config.setdefault("routing", {})["classifier"] = str(Path(classifier).resolve())
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@contextlib.contextmanager
+def start_targets(names: list[str], tmp: Path, redis: str,
+                  classifier: str | None) -> Iterator[dict[str, str]]:
+    """Start the stub and each named target; yields name -> chat completions URL."""
+    with contextlib.ExitStack() as stack:
+        port = free_port()
+        stub = stack.enter_context(server(["loadtest.stub_upstream", "--port", str(port)],
+                                          "/health", port, tmp / "stub.log"))
+        urls = {}
+        for name in names:
+            port = free_port()
+            if name == "direct":
+                base = stub
+            elif name.startswith("bare-"):
+                base = stack.enter_context(server(
+                    ["loadtest.bare_proxy", "--port", str(port), "--upstream", stub,
+                     "--client", name.removeprefix("bare-")], "/health", port, tmp / f"{name}.log"))
+            else:
+                config = routegate_config(stub, tmp, name, redis, classifier)
+                base = stack.enter_context(server(
+                    ["gateway.cli", "serve", "--config", str(config), "--port", str(port),
+                     "--log-level", ROUTEGATE_VARIANTS[name][0]], "/healthz", port,
+                    tmp / f"{name}.log"))
+            urls[name] = base + "/v1/chat/completions"
+        yield urls

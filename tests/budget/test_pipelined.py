@@ -1,0 +1,51 @@
+"""The lean pipelined client the request path's scripts run on, against real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+
+from gateway.budget.pipelined import PipelinedRedis, encode_command
+from tests.budget.servers import RedisServer
+
+SCRIPT = "return {KEYS[1], ARGV[1], redis.call('INCR', KEYS[1])}"
+
+
+def test_encoding_is_resp() -> None:
+    assert encode_command(("SET", "k", 12)) == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\n12\r\n"
+
+
+def test_concurrent_calls_get_their_own_replies(tmp_path: Path) -> None:
+    async def main(url: str) -> None:
+        client = PipelinedRedis(url)
+        replies = await asyncio.gather(*(client.execute("ECHO", f"m{i}") for i in range(500)))
+        assert replies == [f"m{i}".encode() for i in range(500)]
+        with pytest.raises(ResponseError):
+            await client.execute("NOT-A-COMMAND")
+        assert await client.execute("PING") == b"PONG"   # an error does not break the pairing
+        await client.aclose()
+
+    with RedisServer(tmp_path / "redis") as server:
+        asyncio.run(main(server.url))
+
+
+def test_script_reloads_after_flush_and_reconnects_after_restart(tmp_path: Path) -> None:
+    async def main(server: RedisServer) -> None:
+        client = PipelinedRedis(server.url)
+        script = client.register_script(SCRIPT)
+        assert await script(keys=["k"], args=["a"]) == [b"k", b"a", 1]
+        await client.execute("SCRIPT", "FLUSH")              # Redis forgot the script
+        assert await script(keys=["k"], args=["b"]) == [b"k", b"b", 2]
+        server.kill()
+        with pytest.raises(RedisConnectionError):
+            await script(keys=["k"], args=["c"])
+        server.start()
+        assert (await script(keys=["k"], args=["d"]))[1] == b"d"   # a fresh connection
+        await client.aclose()
+
+    with RedisServer(tmp_path / "redis") as server:
+        asyncio.run(main(server))
