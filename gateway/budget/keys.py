@@ -62,6 +62,7 @@ class KeySpace:
         self._prefix = prefix
         self._tz = ZoneInfo(timezone)
         self.clock = clock
+        self._cached: Windows | None = None
 
     @property
     def timezone(self) -> ZoneInfo:
@@ -69,12 +70,16 @@ class KeySpace:
 
     def windows(self, now_s: float | None = None) -> Windows:
         now_s = self.clock() if now_s is None else now_s
+        minute = int(now_s // 60)
+        # Every UTC offset in use is a whole number of minutes, so days and
+        # months change only on a minute boundary: compute once a minute.
+        cached = self._cached
+        if cached is not None and cached.minute == minute:
+            return cached
         local = datetime.fromtimestamp(now_s, self._tz)
-        return Windows(
-            day=local.strftime("%Y-%m-%d"),
-            month=local.strftime("%Y-%m"),
-            minute=int(now_s // 60),
-        )
+        self._cached = Windows(day=local.strftime("%Y-%m-%d"), month=local.strftime("%Y-%m"),
+                               minute=minute)
+        return self._cached
 
     def tag(self, team: str) -> str:
         return "{" + self._prefix + ":" + _escape(team) + "}"
