@@ -3,6 +3,7 @@
     routegate serve --config config/routegate.yaml --port 8080
     routegate check-config config/routegate.yaml
     routegate hash-key sk-my-team-key
+    routegate train | eval | classify | calibrate      # the complexity classifier
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import os
 import sys
 
+from classifiers import commands as classifier_commands
 from gateway.app import CONFIG_ENV, DEFAULT_CONFIG
 from gateway.auth import hash_key
 from gateway.config import ConfigError, load_config
@@ -67,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     hk = sub.add_parser("hash-key", help="print the sha256: form of an API key for config")
     hk.add_argument("key")
     hk.set_defaults(func=cmd_hash_key)
+
+    # train, eval, classify, calibrate: the complexity classifier's commands
+    classifier_commands.register(sub)
     return parser
 
 

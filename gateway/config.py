@@ -129,6 +129,9 @@ class TeamConfig(Strict):
 class RoutingConfig(Strict):
     auto_policy: str = "cheapest"
     classifier: str | None = None      # artifact path; None: the one shipped in classifiers/
+    # cost_quality, when no model reaches the target: how much P(correct) the
+    # priciest candidate's price must buy (policies/selection.py)
+    unreachable_price_weight: float = Field(default=0.10, ge=0)
     fixed_model: str | None = None
     fallback: bool = True
     max_attempts: int = Field(default=3, ge=1)

@@ -3,7 +3,7 @@
     P(correct | prompt, model) = classifier.p_correct(score, model.ability, model.family)
     choose the cheapest candidate with P >= quality target
            (interactive pool: among those whose predicted latency meets the SLO first)
-    none qualifies -> the candidate with the highest P
+    none qualifies -> the best value: argmax P - kappa * cost / max cost (policies/selection.py)
 
 Ties in cost go to the lower predicted latency. Fallbacks keep quality: the
 other qualifying models by cost, then the rest by P(correct), strongest first.
@@ -13,10 +13,12 @@ Above a team's soft budget limit the target drops by
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gateway.config import GatewayConfig
 from policies.base import Candidate, Decision, RouteContext
+from policies.selection import select
 
 if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel
@@ -29,6 +31,7 @@ class CostQualityPolicy:
         self.classifier = classifier
         self.max_attempts = config.routing.max_attempts
         self.soft_drop = config.budget.soft_limit_quality_drop
+        self.kappa = config.routing.unreachable_price_weight
         slo = config.pools.interactive
         self.slo_ttft_s = slo.ttft_ms / 1000
         self.slo_tpot_s = slo.tpot_ms / 1000
@@ -45,26 +48,34 @@ class CostQualityPolicy:
 
     def choose(self, ctx: RouteContext, candidates: list[Candidate]) -> Decision:
         target = ctx.quality_target - (self.soft_drop if ctx.soft_limited else 0.0)
-        q = {c.name: self.quality(ctx, c) for c in candidates}
-        by_cost = sorted(candidates, key=lambda c: (round(c.cost_usd, 12), c.latency_s))
-        meeting = [c for c in by_cost if q[c.name] >= target]
-        fast = [c for c in meeting if self.meets_slo(ctx, c)]
-        if fast or meeting:
-            best = (fast or meeting)[0]
-            reason = "quality-met" if fast or ctx.pool != "interactive" else "quality-met-slo-missed"
-        else:
-            best = max(by_cost, key=lambda c: (q[c.name], -c.cost_usd))
-            reason = "quality-unreachable-best-available"
+        q = [self.quality(ctx, c) for c in candidates]
+        # Interactive traffic first looks among models predicted to meet the SLO.
+        fast = [i for i, c in enumerate(candidates) if self.meets_slo(ctx, c)]
+        pick, met = self._select(candidates, q, target, fast) if fast else (0, False)
+        reason = "quality-met"
+        if not met:
+            pick, met = self._select(candidates, q, target, range(len(candidates)))
+            reason = "quality-met-slo-missed" if met else "quality-unreachable-best-value"
         if ctx.soft_limited:
             reason += ";soft-limit"
-        strongest = sorted(candidates, key=lambda c: -q[c.name])
-        chain = [c for c in meeting if c is not best] + [
-            c for c in strongest if c is not best and c not in meeting]
+        best = candidates[pick]
+        # Fallbacks keep quality: other models meeting the target, cheapest
+        # first, then the rest, strongest first.
+        order = sorted(range(len(candidates)), key=lambda i: (
+            q[i] < target, candidates[i].cost_usd if q[i] >= target else -q[i]))
+        chain = [candidates[i].name for i in order if i != pick]
         return Decision(
             model=best.name, reason=reason, predicted_cost_usd=best.cost_usd,
-            predicted_latency_s=best.latency_s, predicted_quality=round(q[best.name], 4),
+            predicted_latency_s=best.latency_s, predicted_quality=round(q[pick], 4),
             confidence=None if ctx.score is None else round(ctx.score.confidence, 4),
-            alternatives=tuple(f"{c.name}:{q[c.name]:.3f}:{c.cost_usd:.2e}" for c in by_cost
-                               if c is not best),
-            fallbacks=tuple(c.name for c in chain[: self.max_attempts - 1]),
+            alternatives=tuple(f"{c.name}:{qi:.3f}:{c.cost_usd:.2e}"
+                               for c, qi in zip(candidates, q, strict=True) if c is not best),
+            fallbacks=tuple(chain[: self.max_attempts - 1]),
         )
+
+    def _select(self, candidates: list[Candidate], q: list[float], target: float,
+                among: Sequence[int]) -> tuple[int, bool]:
+        idx = list(among)
+        i, met = select([q[j] for j in idx], [candidates[j].cost_usd for j in idx], target,
+                        kappa=self.kappa, tiebreak=[candidates[j].latency_s for j in idx])
+        return idx[i], met

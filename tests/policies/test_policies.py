@@ -100,3 +100,19 @@ def test_soft_limit_lowers_the_target() -> None:
 def test_unknown_policy_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown policy"):
         get_policy("nope", config())
+
+
+def test_hopeless_prompts_do_not_buy_the_priciest_model() -> None:
+    # logit 5: P(correct) is 0.005 / 0.016 / 0.057; paying 50x for 0.05 of P is poor value.
+    cfg = config()
+    decision = get_policy("cost_quality", cfg, Classifier()).choose(ctx(5.0, 0.8),
+                                                                     candidates(cfg))
+    assert decision.reason == "quality-unreachable-best-value"
+    assert decision.model == "small"
+
+
+def test_selection_rule_is_shared_and_pure() -> None:
+    from policies.selection import select
+    assert select([0.4, 0.7, 0.9], [1, 5, 20], 0.6) == (1, True)
+    assert select([0.4, 0.7, 0.9], [1, 5, 20], 0.95, kappa=0.0) == (2, False)
+    assert select([0.4, 0.7, 0.9], [1, 5, 20], 0.95, kappa=10.0) == (0, False)

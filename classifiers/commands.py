@@ -1,0 +1,178 @@
+"""CLI subcommands of the classifier: train, eval, classify, calibrate.
+
+    routegate train                       # rebuild classifiers/artifacts/complexity.npz
+    routegate eval                        # routing table on llmrouter_test.jsonl
+    echo '{"id": 1, "prompt": "hi"}' | routegate classify
+    routegate calibrate --model my-llm --data labelled.jsonl --family llama
+
+``gateway/cli.py`` calls ``register(subparsers)``; ``python -m
+classifiers.commands <subcommand>`` runs the same handlers without the gateway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import orjson
+
+from classifiers.artifact import write_npz
+from classifiers.complexity import DEFAULT_ARTIFACT, ComplexityModel
+from classifiers.dataset import (
+    PRICED_SOURCE,
+    TEST_FILE,
+    TRAIN_FILES,
+    default_data_dir,
+    load_prices,
+    load_rows,
+)
+from classifiers.length import counter_for
+
+CLASSIFY_BATCH = 2000
+
+
+def register(subparsers) -> None:
+    """Add the classifier subcommands to an argparse subparsers object."""
+    train = subparsers.add_parser("train", help="rebuild the complexity artifact")
+    train.add_argument("--data", type=Path, default=None, help="routing data directory")
+    train.add_argument("--out", type=Path, default=DEFAULT_ARTIFACT)
+    train.add_argument("--seed", type=int, default=0)
+    train.set_defaults(func=run_train)
+
+    ev = subparsers.add_parser("eval", help="routing quality on llmrouter_test.jsonl")
+    ev.add_argument("--data", type=Path, default=None)
+    ev.add_argument("--artifact", type=Path, default=None)
+    ev.set_defaults(func=run_eval)
+
+    classify = subparsers.add_parser("classify", help="score JSON lines from stdin")
+    classify.add_argument("--artifact", type=Path, default=None)
+    classify.set_defaults(func=run_classify)
+
+    cal = subparsers.add_parser("calibrate", help="fit a model's ability from labelled prompts")
+    cal.add_argument("--model", required=True)
+    cal.add_argument("--data", type=Path, required=True)
+    cal.add_argument("--family", default=None, help="family whose offsets to apply")
+    cal.add_argument("--artifact", type=Path, default=None)
+    cal.set_defaults(func=run_calibrate)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from classifiers.build import build_artifact
+    from classifiers.provenance import write_provenance
+    from classifiers.training import TrainConfig
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    data_dir = args.data or default_data_dir()
+    rows = load_rows(data_dir, TRAIN_FILES)
+    arrays, meta = build_artifact(rows, TrainConfig(), args.seed)
+    write_npz(args.out, arrays, meta)
+    command = "routegate train " + shlex.join(
+        [*(["--data", str(args.data)] if args.data else []), "--seed", str(args.seed)]
+    )
+    write_provenance(Path(args.out).parent / "PROVENANCE.md", Path(args.out), data_dir,
+                     rows, arrays, meta, command)
+    print(f"wrote {args.out} ({Path(args.out).stat().st_size:,} bytes)")
+    return 0
+
+
+def reference_pair(data_dir: Path, prices: dict[str, float]) -> tuple[str, str]:
+    """(strong, weak) for APGR, chosen on the *train* file: best mean score, cheapest."""
+    rows = load_rows(data_dir, [TRAIN_FILES[0]])
+    mean = {m: float(np.mean([r.scores[m] for r in rows])) for m in prices}
+    strong = max(prices, key=lambda m: mean[m])
+    weak = min(prices, key=lambda m: (prices[m], -mean[m]))
+    return strong, weak
+
+
+def evaluation_report(data_dir: Path | None = None, artifact: Path | None = None):
+    from classifiers.evaluation import evaluate
+
+    data_dir = data_dir or default_data_dir()
+    prices = load_prices(data_dir)
+    strong, weak = reference_pair(data_dir, prices)
+    rows = [r for r in load_rows(data_dir, [TEST_FILE]) if r.source == PRICED_SOURCE]
+    return evaluate(ComplexityModel.load(artifact), rows, prices, strong, weak)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from classifiers.evaluation import format_report
+
+    print(format_report(evaluation_report(args.data, args.artifact)))
+    return 0
+
+
+def classify_line(model: ComplexityModel, line: bytes) -> dict:
+    """One line of the scoring contract; errors become ``{"id", "error"}``."""
+    ident = None
+    try:
+        obj = orjson.loads(line)
+        if not isinstance(obj, dict):
+            raise ValueError("line is not a JSON object")
+        ident = obj.get("id")
+        counter = counter_for("o200k_base")
+        if "messages" in obj:
+            messages = obj["messages"]
+            if not isinstance(messages, list):
+                raise ValueError("messages must be a list")
+            score = model.score_messages(messages)
+            tokens = counter.count_messages(messages)
+        else:
+            prompt = obj.get("prompt")
+            if not isinstance(prompt, str):
+                raise ValueError("missing string field 'prompt' (or 'messages')")
+            score = model.score(prompt)
+            tokens = counter.count_text(prompt)
+    except Exception as exc:  # a bad line must not stop the stream
+        return {"id": ident, "error": f"{type(exc).__name__}: {exc}"}
+    return {"id": ident, "difficulty": round(score.difficulty, 6), "tier": score.tier,
+            "confidence": round(score.confidence, 6), "prompt_tokens": tokens}
+
+
+def classify_stream(model: ComplexityModel, source: BinaryIO, sink: BinaryIO) -> int:
+    """Score every non-blank line of ``source``, writing results in input order."""
+    count, batch = 0, []
+    for line in source:
+        if not line.strip():
+            continue
+        batch.append(orjson.dumps(classify_line(model, line)))
+        count += 1
+        if len(batch) >= CLASSIFY_BATCH:
+            sink.write(b"\n".join(batch) + b"\n")
+            batch.clear()
+    if batch:
+        sink.write(b"\n".join(batch) + b"\n")
+    sink.flush()
+    return count
+
+
+def run_classify(args: argparse.Namespace) -> int:
+    classify_stream(ComplexityModel.load(args.artifact), sys.stdin.buffer, sys.stdout.buffer)
+    return 0
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    from classifiers.calibration import fit_ability, format_calibration, read_examples
+
+    model = ComplexityModel.load(args.artifact)
+    examples = read_examples(str(args.data), model, args.model)
+    if not examples:
+        print(f"no labelled prompts for {args.model} in {args.data}", file=sys.stderr)
+        return 1
+    print(format_calibration(fit_ability(model, examples, args.family), args.model))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m classifiers.commands")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""Prompt complexity: P(model answers correctly) from a sparse linear model.
+
+    model = ComplexityModel.load()                    # shipped artifact, loaded once
+    score = model.score("Prove that sqrt(2) is irrational.")
+    score.tier, score.difficulty                      # "hard", 0.71
+    model.p_correct(score, ability=0.62, family="llama")
+
+The model is item response theory with skill interactions:
+
+    p_correct = sigmoid(logit(ability) - score.logit + score.family_offsets[family])
+
+- ``score.logit`` is the prompt difficulty d(x), a linear function of hashed
+  n-grams and a few markers (``classifiers/features.py``), centred so that 0 is
+  the average training prompt.
+- ``ability`` is P(correct) on such an average prompt; ``ability_of`` gives the
+  learned value for the models in the training data.
+- ``family_offsets`` adds how much better or worse a family does on this kind
+  of prompt: a linear map of the prompt's skill mix (16 skills, e.g. code,
+  competition math, knowledge multiple choice, Chinese knowledge). Keys are the
+  vendor families ``claude gemma gpt llama mistral qwen yi`` plus the exact name
+  of each training model (e.g. ``gemma-2-9b-it``), whose entry also holds
+  that model's own deviation from its family.
+
+Inference is two sparse dot products (difficulty, skill logits) and a small
+dense matrix-vector product; no scikit-learn at request time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from classifiers import features
+from classifiers.artifact import read_npz
+from classifiers.length import message_text
+
+DEFAULT_ARTIFACT = Path(__file__).resolve().parent / "artifacts" / "complexity.npz"
+# The last user turn says what is asked now; earlier turns are context. Keep
+# the whole conversation but put the last user turn at the head of the window.
+_CONTEXT_SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class PromptScore:
+    difficulty: float  # in [0,1]; P(the weak reference model fails), see ComplexityModel
+    logit: float  # d(x); 0 = average training prompt
+    confidence: float  # in [0,1]; sqrt(|2 P(weak correct) - 1| * max skill posterior)
+    tier: str  # "easy" | "medium" | "hard" (training-data tertiles of logit)
+    family_offsets: dict[str, float]  # interaction term per family / known model name
+
+
+def _sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1.0 - 1e-6)
+    return math.log(p / (1.0 - p))
+
+
+class ComplexityModel:
+    """Scores prompts; built from an artifact written by ``routegate train``."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        _check_featurizer(meta)
+        self.meta = meta
+        self._hash_w = arrays["hash_w"].astype(np.float32)
+        self._dense_w = arrays["dense_w"].astype(np.float64)
+        self._bias = float(arrays["bias"][0])
+        self._skill_hash_w = arrays["skill_hash_w"].astype(np.float32)
+        self._skill_dense_w = arrays["skill_dense_w"].astype(np.float64)
+        self._skill_bias = arrays["skill_bias"].astype(np.float64)
+        self._skill_shift = int(meta["skill_shift"])
+        # offset_keys x (skills + dense features), and the per-key centring constant.
+        self._offset_w = arrays["offset_w"].astype(np.float64)
+        self._offset_center = arrays["offset_center"].astype(np.float64)
+        self._offset_keys = [str(k) for k in arrays["offset_keys"]]
+        self._abilities = dict(zip([str(k) for k in arrays["model_keys"]],
+                                   arrays["ability"].astype(float), strict=True))
+        self._tiers = tuple(meta["tier_cuts"])
+        self._weak_logit = float(meta["weak_logit"])
+
+    @classmethod
+    def load(cls, path: str | os.PathLike | None = None) -> ComplexityModel:
+        """Load an artifact; ``None`` means the one shipped in ``classifiers/artifacts``."""
+        arrays, meta = read_npz(DEFAULT_ARTIFACT if path is None else path)
+        return cls(arrays, meta)
+
+    def raw_parts(self, feats: features.Features) -> tuple[float, np.ndarray, np.ndarray]:
+        """(logit, skill posterior, offsets per key) of featurized text."""
+        values = feats.values
+        logit = float(self._hash_w[feats.indices] @ values) + float(self._dense_w @ feats.dense)
+        logit += self._bias
+        folded = feats.indices >> self._skill_shift
+        skill = values @ self._skill_hash_w[folded] + feats.dense @ self._skill_dense_w
+        skill = np.exp(skill + self._skill_bias - np.max(skill + self._skill_bias))
+        skill /= skill.sum()
+        mix = np.concatenate([skill, feats.dense])
+        return logit, skill, self._offset_w @ mix - self._offset_center
+
+    def score(self, text: str, *, n_messages: int = 1, has_tools: bool = False,
+              has_response_format: bool = False) -> PromptScore:
+        """Score one prompt; cost is bounded whatever the length of ``text``."""
+        feats = features.featurize(text, n_messages=n_messages, has_tools=has_tools,
+                                   has_response_format=has_response_format)
+        logit, skill, offsets = self.raw_parts(feats)
+        p_weak = _sigmoid(self._weak_logit - logit)
+        low, high = self._tiers
+        tier = "easy" if logit < low else "hard" if logit >= high else "medium"
+        return PromptScore(
+            difficulty=1.0 - p_weak,
+            logit=logit,
+            confidence=math.sqrt(abs(2.0 * p_weak - 1.0) * float(skill.max())),
+            tier=tier,
+            family_offsets=dict(zip(self._offset_keys, offsets.tolist(), strict=True)),
+        )
+
+    def score_messages(self, messages: list[dict], *, has_tools: bool = False,
+                       has_response_format: bool = False) -> PromptScore:
+        """Score an OpenAI-format conversation (content may be a string or parts)."""
+        return self.score(conversation_text(messages), n_messages=max(len(messages), 1),
+                          has_tools=has_tools, has_response_format=has_response_format)
+
+    def p_correct(self, score: PromptScore, ability: float, family: str | None = None) -> float:
+        """P(correct) for a model of ``ability`` (P(correct) at logit 0) and ``family``."""
+        offset = score.family_offsets.get(family, 0.0) if family else 0.0
+        return _sigmoid(_logit(ability) - score.logit + offset)
+
+    def ability_of(self, model_name: str) -> float | None:
+        """Learned ability of a training model: ``"source/name"`` or the bare name."""
+        if model_name in self._abilities:
+            return self._abilities[model_name]
+        for key, value in self._abilities.items():
+            if key.split("/", 1)[1] == model_name:
+                return value
+        return None
+
+    @property
+    def model_names(self) -> list[str]:
+        return list(self._abilities)
+
+
+def conversation_text(messages: list[dict]) -> str:
+    """Last user turn first, then the earlier turns (see ``_CONTEXT_SEPARATOR``)."""
+    texts = [message_text(m.get("content")) for m in messages if isinstance(m, dict)]
+    last_user = None
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], dict) and messages[i].get("role") == "user":
+            last_user = i
+            break
+    if last_user is None or len(texts) != len(messages):
+        return _CONTEXT_SEPARATOR.join(t for t in texts if t)
+    context = [t for i, t in enumerate(texts) if i != last_user and t]
+    return _CONTEXT_SEPARATOR.join([texts[last_user], *context])
+
+
+def _check_featurizer(meta: dict[str, Any]) -> None:
+    expected = {
+        "hash_bits": features.HASH_BITS,
+        "head_chars": features.HEAD_CHARS,
+        "tail_chars": features.TAIL_CHARS,
+        "dense_names": list(features.DENSE_NAMES),
+    }
+    for key, value in expected.items():
+        if meta.get(key) != value:
+            raise ValueError(f"artifact was trained with {key}={meta.get(key)!r}, "
+                             f"featurizer has {value!r}; retrain with `routegate train`")

@@ -1,0 +1,64 @@
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from classifiers.commands import classify_stream, main
+from classifiers.complexity import ComplexityModel
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO / ".." / "shared"
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
+    return env
+
+
+def test_classify_contract_in_process():
+    lines = [
+        {"id": "a", "prompt": "What is 2 + 2?"},
+        {"id": 7, "messages": [{"role": "user", "content": "Write quicksort in C."}]},
+        {"id": "bad"},
+    ]
+    source = io.BytesIO(b"\n".join(orjson.dumps(x) for x in lines) + b"\nnot json\n\n")
+    sink = io.BytesIO()
+    assert classify_stream(ComplexityModel.load(), source, sink) == 4
+    out = [orjson.loads(x) for x in sink.getvalue().splitlines()]
+    assert [o["id"] for o in out] == ["a", 7, "bad", None]
+    for o in out[:2]:
+        assert set(o) == {"id", "difficulty", "tier", "confidence", "prompt_tokens"}
+        assert 0 <= o["difficulty"] <= 1 and o["prompt_tokens"] > 0
+    assert "error" in out[2] and "error" in out[3]
+
+
+def test_classify_subprocess():
+    stdin = b'{"id": 1, "prompt": "hello there"}\n{"id": 2, "prompt": "Prove Fermat"}\n'
+    result = subprocess.run([sys.executable, "-m", "classifiers.commands", "classify"],
+                            input=stdin, capture_output=True, cwd=REPO, env=_env(),
+                            check=True, timeout=60)
+    out = [orjson.loads(x) for x in result.stdout.splitlines()]
+    assert [o["id"] for o in out] == [1, 2]
+    assert out[0]["tier"] in {"easy", "medium", "hard"}
+
+
+def test_calibrate_prints_ability(tmp_path, capsys):
+    data = tmp_path / "labelled.jsonl"
+    rows = [{"prompt": f"What is {i} + {i}?", "score": float(i % 3 != 0)} for i in range(30)]
+    data.write_bytes(b"\n".join(orjson.dumps(r) for r in rows))
+    assert main(["calibrate", "--model", "mine", "--data", str(data), "--family", "qwen"]) == 0
+    out = capsys.readouterr().out
+    ability = float(out.split("ability:")[1].split()[0])
+    assert 0.3 < ability < 1.0
+
+
+@pytest.mark.skipif(not (SHARED / "datasets" / "routing").is_dir(), reason="no shared data")
+def test_calibrate_on_shared_format_recovers_known_ability(capsys):
+    data = SHARED / "datasets" / "routing" / "llmrouter_test.jsonl"
+    assert main(["calibrate", "--model", "gemma-2-9b-it", "--data", str(data)]) == 0
+    assert "ability:" in capsys.readouterr().out
