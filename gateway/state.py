@@ -108,6 +108,7 @@ class AppState:
         for backend in self.backends.values():
             await backend.aclose()
         await self.session.close()
+        self.telemetry.close()
         if self.redis is not None:
             await self.redis.close()
 

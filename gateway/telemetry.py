@@ -3,14 +3,19 @@ the Prometheus metrics updated from the same record.
 
     telemetry.request_completed(record)
 
-The event is one JSON line on the ``routegate.request`` logger, so any log
-shipper can take it; ``GET /metrics`` serves the metrics.
+The event is one JSON line on stderr (when the ``routegate.request`` logger
+is on, i.e. at log level info), so any log shipper can take it;
+``GET /metrics`` serves the metrics.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import sys
+import time
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -45,6 +50,39 @@ class RequestRecord:
     budget: str | None = None
 
 
+class EventLog:
+    """JSON lines on stderr, written in batches: one write every few
+    milliseconds instead of a locked, flushed ``logging`` call per request
+    (which cost a fifth of the gateway's throughput)."""
+
+    FLUSH_AFTER_S = 0.05
+    MAX_BUFFER = 256 * 1024
+
+    def __init__(self, stream: BinaryIO | None = None) -> None:
+        self._stream = stream or sys.stderr.buffer
+        self._lines: list[bytes] = []
+        self._size = 0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def emit(self, event: dict[str, object]) -> None:
+        line = orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE)
+        self._lines.append(line)
+        self._size += len(line)
+        if self._size >= self.MAX_BUFFER:
+            self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.FLUSH_AFTER_S, self.flush)
+
+    def flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._lines:
+            data, self._lines, self._size = b"".join(self._lines), [], 0
+            self._stream.write(data)
+            self._stream.flush()
+
+
 class Telemetry:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -57,6 +95,12 @@ class Telemetry:
                               buckets=LATENCY_BUCKETS, registry=r)
         self.tokens = Counter("routegate_tokens", "Tokens", ["team", "model", "kind"], registry=r)
         self.cost = Counter("routegate_cost_usd", "Spend in USD", ["team", "model"], registry=r)
+        # The request log is on at INFO (``routegate serve --log-level``).
+        self.events = EventLog() if logger.isEnabledFor(logging.INFO) else None
+
+    def close(self) -> None:
+        if self.events is not None:
+            self.events.flush()
 
     def request_completed(self, rec: RequestRecord) -> None:
         team, model = rec.team or "-", rec.model or "-"
@@ -68,11 +112,11 @@ class Telemetry:
             self.tokens.labels(team, model, "prompt").inc(rec.prompt_tokens)
             self.tokens.labels(team, model, "completion").inc(rec.completion_tokens)
             self.cost.labels(team, model).inc(rec.cost_usd)
-        if logger.isEnabledFor(logging.INFO):
-            event = {"event": "request.completed"}
+        if self.events is not None:
+            event: dict[str, object] = {"event": "request.completed", "ts": time.time()}
             for name in RequestRecord.__slots__:   # asdict() deep-copies: slow per request
                 event[name] = getattr(rec, name)
-            logger.info(orjson.dumps(event).decode())
+            self.events.emit(event)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -155,6 +155,9 @@ def test_unreachable_upstream_is_502_and_auto_falls_back(sim_url: str) -> None:
         r = post(gw, {"model": "auto", "messages": HELLO, "max_tokens": 3, "stream": True})
         assert r.status_code == 200 and r.text.endswith("data: [DONE]\n\n")
         assert r.headers["x-routegate-model"] == "fast"
+        deadline = time.monotonic() + 5
+        while '"attempts":3' not in gw.log() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert '"attempts":3' in gw.log()
 
 
