@@ -78,6 +78,7 @@ async def main(args: argparse.Namespace) -> None:
         BudgetSettings(key_prefix=prefix),
         replica_id="bench",
         data_dir=Path(tempfile.mkdtemp()),
+        scripts_client=handle.scripts,  # the pipelined client, as the gateway uses
     )
     try:
         await _level(store, 200, 8)  # warm up: connections, script load
