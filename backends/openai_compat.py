@@ -23,7 +23,7 @@ import orjson
 
 from backends.base import Completion, LiveStats, UpstreamCall, Usage
 from backends.sse import EventSplitter, SSEEvent
-from backends.stream import StreamMeter
+from backends.stream import MeteredStream, StreamMeter
 from gateway.config import ModelConfig
 from gateway.errors import (
     GatewayError,
@@ -167,7 +167,7 @@ class OpenAICompatBackend:
         return None
 
 
-class HTTPChunkStream:
+class HTTPChunkStream(MeteredStream):
     """An upstream SSE stream, with its first event already read (so the
     gateway can still fall back before it sends anything to the client)."""
 
@@ -179,18 +179,6 @@ class HTTPChunkStream:
         self._split = EventSplitter()
         self._pending: list[bytes] = []
         self._closed = False
-
-    @property
-    def usage(self) -> Usage | None:
-        return self._meter.usage
-
-    @property
-    def ttft_s(self) -> float:
-        return self._meter.ttft_s or 0.0
-
-    @property
-    def tpot_s(self) -> float | None:
-        return self._meter.tpot_s
 
     @property
     def buffered(self) -> bool:

@@ -22,7 +22,7 @@ import orjson
 from backends.base import Completion, LiveStats, UpstreamCall, Usage
 from backends.sim_engine import SimEngine, SimFailure
 from backends.sse import DONE, SSEEvent
-from backends.stream import StreamMeter
+from backends.stream import MeteredStream, StreamMeter
 from gateway.config import ModelConfig, SimulateConfig
 from gateway.errors import GatewayError, UpstreamError, UpstreamTimeout
 
@@ -140,7 +140,7 @@ class SimulatedBackend:
         return None
 
 
-class SimChunkStream:
+class SimChunkStream(MeteredStream):
     def __init__(self, backend: SimulatedBackend, call: UpstreamCall) -> None:
         self._backend = backend
         self._call = call
@@ -154,18 +154,6 @@ class SimChunkStream:
         self._first: dict[str, Any] | None = None
         self._n_out = 0
         self._closed = False
-
-    @property
-    def usage(self) -> Usage | None:
-        return self._meter.usage
-
-    @property
-    def ttft_s(self) -> float:
-        return self._meter.ttft_s or 0.0
-
-    @property
-    def tpot_s(self) -> float | None:
-        return self._meter.tpot_s
 
     buffered = False   # each simulated token arrives on its own
 

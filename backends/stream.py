@@ -64,3 +64,21 @@ class StreamMeter:
         tpot = self.tpot_s
         if tpot is not None:
             self._stats.observe_tpot(tpot)
+
+
+class MeteredStream:
+    """What every backend's stream reports, read from its ``StreamMeter``."""
+
+    _meter: StreamMeter
+
+    @property
+    def usage(self) -> Usage | None:
+        return self._meter.usage
+
+    @property
+    def ttft_s(self) -> float:
+        return self._meter.ttft_s or 0.0
+
+    @property
+    def tpot_s(self) -> float | None:
+        return self._meter.tpot_s
