@@ -19,12 +19,15 @@ rounding is the only inexactness, and it is the same on every replica.
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
+from functools import lru_cache
 
 NANO_PER_USD = 1_000_000_000
 _NANO_PER_TOKEN_AT_ONE_USD_PER_MTOK = Decimal(1000)
 
 
+@lru_cache(maxsize=1024)
 def _price(value: float) -> Decimal:
+    # A handful of distinct prices and limits; their Decimal form is made once.
     return Decimal(str(value))
 
 

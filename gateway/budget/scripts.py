@@ -10,6 +10,7 @@ it is tested without Redis.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from typing import Any
 
@@ -59,9 +60,11 @@ def limits_from_values(values: dict[str, int]) -> Limits:
     return Limits(**kwargs)
 
 
-def _limit_args(limits: Limits | None) -> list[str]:
+@lru_cache(maxsize=1024)
+def _limit_args(limits: Limits | None) -> tuple[str, ...]:
+    # Limits are frozen config values: convert each distinct one once, not per request.
     values = limit_values(limits)
-    return [str(values[f]) if f in values else "" for f in LIMIT_FIELDS]
+    return tuple(str(values[f]) if f in values else "" for f in LIMIT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,7 @@ class BudgetScripts:
         key_limits: Limits | None,
     ) -> ReserveReply:
         args = [request_id, amount, tokens, key_id or "", self._ttl_ms, MINUTE_TTL_S]
-        args += _limit_args(team_limits) + _limit_args(key_limits)
+        args += [*_limit_args(team_limits), *_limit_args(key_limits)]
         raw = await self._reserve(keys=self._keys.reserve_keys(team, windows), args=args)
         return ReserveReply.parse(raw)
 
