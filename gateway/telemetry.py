@@ -15,7 +15,7 @@ import logging
 import sys
 import time
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -95,6 +95,7 @@ class Telemetry:
                               buckets=LATENCY_BUCKETS, registry=r)
         self.tokens = Counter("routegate_tokens", "Tokens", ["team", "model", "kind"], registry=r)
         self.cost = Counter("routegate_cost_usd", "Spend in USD", ["team", "model"], registry=r)
+        self._children: dict[tuple[str, str, int], tuple[Any, ...]] = {}
         # The request log is on at INFO (``routegate serve --log-level``).
         self.events = EventLog() if logger.isEnabledFor(logging.INFO) else None
 
@@ -102,16 +103,28 @@ class Telemetry:
         if self.events is not None:
             self.events.flush()
 
+    def _series(self, team: str, model: str, status: int) -> tuple[Any, ...]:
+        """The labelled children of one (team, model, status), looked up once."""
+        key = (team, model, status)
+        series = self._children.get(key)
+        if series is None:
+            series = self._children[key] = (
+                self.requests.labels(team, model, str(status)), self.latency.labels(model),
+                self.ttft.labels(model), self.tokens.labels(team, model, "prompt"),
+                self.tokens.labels(team, model, "completion"), self.cost.labels(team, model))
+        return series
+
     def request_completed(self, rec: RequestRecord) -> None:
-        team, model = rec.team or "-", rec.model or "-"
-        self.requests.labels(team, model, str(rec.status)).inc()
-        self.latency.labels(model).observe(rec.latency_s)
+        requests, latency, ttft, prompt, completion, cost = self._series(
+            rec.team or "-", rec.model or "-", rec.status)
+        requests.inc()
+        latency.observe(rec.latency_s)
         if rec.ttft_s is not None:
-            self.ttft.labels(model).observe(rec.ttft_s)
+            ttft.observe(rec.ttft_s)
         if rec.prompt_tokens or rec.completion_tokens:
-            self.tokens.labels(team, model, "prompt").inc(rec.prompt_tokens)
-            self.tokens.labels(team, model, "completion").inc(rec.completion_tokens)
-            self.cost.labels(team, model).inc(rec.cost_usd)
+            prompt.inc(rec.prompt_tokens)
+            completion.inc(rec.completion_tokens)
+            cost.inc(rec.cost_usd)
         if self.events is not None:
             event: dict[str, object] = {"event": "request.completed", "ts": time.time()}
             for name in RequestRecord.__slots__:   # asdict() deep-copies: slow per request
