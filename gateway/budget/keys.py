@@ -99,8 +99,8 @@ class KeySpace:
     def reserved(self, team: str) -> str:
         return f"{self.tag(team)}:reserved"
 
-    def reserve_keys(self, team: str, w: Windows) -> list[str]:
-        """KEYS of reserve.lua, in its order."""
+    def _shared_keys(self, team: str, w: Windows) -> list[str]:
+        """KEYS 1-6, the same in both scripts (common.lua relies on 1-3)."""
         t = self.tag(team)
         return [
             f"{t}:res:exp",
@@ -109,19 +109,17 @@ class KeySpace:
             self.day(team, w.day),
             self.month(team, w.month),
             f"{t}:rl:{w.minute}",
-            self.override(team),
         ]
+
+    def reserve_keys(self, team: str, w: Windows) -> list[str]:
+        """KEYS of reserve.lua, in its order."""
+        return [*self._shared_keys(team, w), self.override(team)]
 
     def settle_keys(self, team: str, w: Windows) -> list[str]:
         """KEYS of settle.lua, in its order."""
         t = self.tag(team)
         return [
-            f"{t}:res:exp",
-            f"{t}:res",
-            self.reserved(team),
-            self.day(team, w.day),
-            self.month(team, w.month),
-            f"{t}:rl:{w.minute}",
+            *self._shared_keys(team, w),
             self.ledger(team, w.day),
             f"{t}:settled:{w.day}",
         ]
