@@ -159,22 +159,49 @@ def keyspace(config: dict) -> KeySpace:
 
 
 def read_books(client: redis.Redis, config: dict, team: str = "test") -> Books:
+    """One consistent snapshot of the team's books.
+
+    The values are read in a single MULTI/EXEC, so a settle landing half-way
+    through cannot show its month but not its day; the key scan is repeated
+    until no window or ledger key appeared in between.
+    """
     tag = keyspace(config).tag(team)
+    while True:
+        keys = _book_keys(client, tag)
+        pipe = client.pipeline(transaction=True)
+        for key in keys:
+            if key.rsplit(":", 2)[-2] == "ledger":
+                pipe.hgetall(key)
+            else:
+                pipe.hget(key, "team")
+        pipe.hget(f"{tag}:reserved", "team")
+        pipe.hlen(f"{tag}:res")
+        values = pipe.execute()
+        if _book_keys(client, tag) == keys:
+            break
     books = Books()
-    for kind, into in (("d", books.days), ("m", books.months)):
-        for key in client.scan_iter(match=f"{tag}:{kind}:*", count=1000):
-            name = key.rsplit(":", 1)[1]
-            into[name] = int(client.hget(key, "team") or 0)
-    for key in client.scan_iter(match=f"{tag}:ledger:*", count=1000):
-        for raw, value in client.hgetall(key).items():
-            fld = raw if isinstance(raw, str) else raw.decode()
-            if fld.endswith("|requests"):
-                books.ledger_requests += int(value)
-            elif fld.endswith("|cost_nanousd"):
-                books.ledger_cost += int(value)
-    books.reserved = int(client.hget(f"{tag}:reserved", "team") or 0)
-    books.reservations = int(client.hlen(f"{tag}:res"))
+    for key, value in zip(keys, values[:-2], strict=True):
+        kind, name = key.rsplit(":", 2)[-2:]
+        if kind == "ledger":
+            for raw, amount in value.items():
+                fld = raw if isinstance(raw, str) else raw.decode()
+                if fld.endswith("|requests"):
+                    books.ledger_requests += int(amount)
+                elif fld.endswith("|cost_nanousd"):
+                    books.ledger_cost += int(amount)
+        else:
+            (books.days if kind == "d" else books.months)[name] = int(value or 0)
+    books.reserved = int(values[-2] or 0)
+    books.reservations = int(values[-1])
     return books
+
+
+def _book_keys(client: redis.Redis, tag: str) -> list[str]:
+    keys: set[str] = set()
+    for kind in ("d", "m", "ledger"):
+        keys.update(k if isinstance(k, str) else k.decode()
+                    for k in client.scan_iter(match=f"{tag}:{kind}:*", count=1000))
+    return sorted(keys)
 
 
 def wait_books(client: redis.Redis, config: dict, done: Any, timeout_s: float = 15.0,
