@@ -3,8 +3,10 @@
     app = create_app(load_config("config/routegate.yaml"))
     uvicorn.run(app, port=8080)
 
-State is created in the lifespan (``AppState.start``) and lives on
-``app.state.gw``; nothing happens at import time.
+``POST /v1/chat/completions`` is served in plain ASGI (``gateway.asgi``);
+every other route is FastAPI. State is created in the lifespan
+(``AppState.start``) and lives on ``app.state.gw``; nothing happens at import
+time.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
+from gateway.asgi import RouteGate
 from gateway.config import GatewayConfig, load_config
 from gateway.errors import GatewayError, InvalidRequest, NotFound
 from gateway.exchange import new_request_id
@@ -38,7 +41,7 @@ def _error(exc: GatewayError, request: Request) -> Response:
                     headers=headers)
 
 
-def create_app(config: GatewayConfig, config_path: str | None = None) -> FastAPI:
+def create_app(config: GatewayConfig, config_path: str | None = None) -> RouteGate:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         gw = app.state.gw = await AppState.start(config, config_path)
@@ -68,12 +71,12 @@ def create_app(config: GatewayConfig, config_path: str | None = None) -> FastAPI
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(NotFound(f"Unknown path {request.url.path}"), request)
 
-    for module in (chat, meta, usage, admin):
+    for module in (meta, usage, admin):
         app.include_router(module.router)
-    return app
+    return RouteGate(app, {chat.PATH: chat.chat_completions})
 
 
-def create_app_from_env() -> FastAPI:
+def create_app_from_env() -> RouteGate:
     """Factory for ``uvicorn --factory`` and multi-worker serving."""
     logging.basicConfig(level=os.environ.get("ROUTEGATE_LOG_LEVEL", "info").upper(),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")

@@ -1,45 +1,37 @@
 """``POST /v1/chat/completions``: the request path, in one straight line.
 
-    auth → parse → classify → choose → reserve → call (with fallback) → settle → respond
+    auth → parse → classify → choose → reserve → call (with fallback) → respond → settle
+
+Served in plain ASGI (``gateway.asgi``): this route is nearly all the traffic.
+Settling runs after the last byte went out, so the client never waits for it.
 """
 
 from __future__ import annotations
 
 import logging
-from functools import partial
-
-from fastapi import APIRouter, Request
-from fastapi.responses import Response
 
 from backends.base import Completion
+from gateway.asgi import ClientGone, HTTPExchange
 from gateway.dispatch import call_with_fallback
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange, new_request_id
 from gateway.features import measure
 from gateway.relay import StreamRelay
-from gateway.request import parse_chat_request, read_body
-from gateway.responses import SettledResponse, SettledStreamingResponse
+from gateway.request import parse_chat_request
 from gateway.spend import reserve_budget
 from gateway.state import AppState
 
-router = APIRouter()
 logger = logging.getLogger("routegate.chat")
 INTERNAL = GatewayError("The gateway hit an internal error; the request was not billed.")
+PATH = "/v1/chat/completions"
 
 
-def error_response(exc: GatewayError, headers: dict[str, str]) -> Response:
-    return Response(exc.to_json(), status_code=exc.status_code, media_type="application/json",
-                    headers={**headers, **exc.headers})
-
-
-@router.post("/v1/chat/completions")
-async def chat_completions(request: Request) -> Response:
-    gw: AppState = request.app.state.gw
-    ex = Exchange(gw, new_request_id(request.headers.get("x-request-id")))
+async def chat_completions(http: HTTPExchange) -> None:
+    gw: AppState = http.app.state.gw
+    ex = Exchange(gw, new_request_id(http.headers.get("x-request-id")))
     try:
-        ex.identify(gw.keyring.authenticate(request.headers.get("authorization")))
-        chat = parse_chat_request(await read_body(request, gw.config.max_body_bytes),
-                                  request.headers)
+        ex.identify(gw.keyring.authenticate(http.headers.get("authorization")))
+        chat = parse_chat_request(await http.read_body(gw.config.max_body_bytes), http.headers)
         ex.record.stream = chat.stream
         features = await measure(chat, gw.router.encodings,
                                  gw.classifier if gw.router.needs_score(chat) else None)
@@ -53,20 +45,27 @@ async def chat_completions(request: Request) -> Response:
         model, result, attempts = await call_with_fallback(gw, chat, decision, features,
                                                            ex.request_id)
         ex.record.attempts = attempts
+    except ClientGone:
+        ex.record.status, ex.record.error_code = 499, "client_closed_request"
+        await ex.finish(None, None)
+        return
     except GatewayError as exc:
         await ex.finish(None, None, error=exc)
-        return error_response(exc, ex.response_headers())
+        await http.respond(exc.status_code, exc.to_json(), {**ex.response_headers(), **exc.headers})
+        return
     except Exception:
         logger.exception("request %s failed inside the gateway", ex.request_id)
         await ex.finish(None, None, error=INTERNAL)
-        return error_response(INTERNAL, ex.response_headers())
+        await http.respond(INTERNAL.status_code, INTERNAL.to_json(), ex.response_headers())
+        return
     if isinstance(result, Completion):
-        return SettledResponse(result.body, media_type="application/json",
-                               headers=ex.response_headers(model.name),
-                               on_sent=partial(ex.finish, model, result.usage,
-                                               ttft_s=result.ttft_s))
+        try:
+            await http.respond(200, result.body, ex.response_headers(model.name))
+        finally:
+            await ex.finish(model, result.usage, ttft_s=result.ttft_s)
+        return
     relay = StreamRelay(chat, features, model, result)
-    return SettledStreamingResponse(relay.events(), media_type="text/event-stream",
-                                    headers={**ex.response_headers(model.name),
-                                             "cache-control": "no-cache"},
-                                    on_sent=partial(relay.finish, ex))
+    try:
+        await http.stream(relay.events(), ex.response_headers(model.name))
+    finally:
+        await relay.finish(ex)
