@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
-
 from backends.base import Backend
-from backends.openai_compat import OpenAICompatBackend, new_session
+from backends.http1 import ConnectionPool
+from backends.openai_compat import OpenAICompatBackend
 from backends.simulated import SimulatedBackend
 from classifiers.complexity import ComplexityModel
 from classifiers.length import counter_for
@@ -38,13 +37,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger("routegate.state")
 
 
-def build_backends(config: GatewayConfig, session: aiohttp.ClientSession) -> dict[str, Backend]:
+def build_backends(config: GatewayConfig, pool: ConnectionPool) -> dict[str, Backend]:
     backends: dict[str, Backend] = {}
     for model in config.models:
         if model.backend == "simulated":
             backends[model.name] = SimulatedBackend(model)
         else:
-            backends[model.name] = OpenAICompatBackend(model, session)
+            backends[model.name] = OpenAICompatBackend(model, pool)
     return backends
 
 
@@ -61,7 +60,7 @@ def load_classifier(path: str | None) -> ComplexityModel | None:
 class AppState:
     config: GatewayConfig
     keyring: KeyRing
-    session: aiohttp.ClientSession
+    pool: ConnectionPool
     backends: dict[str, Backend]
     router: Router
     telemetry: Telemetry
@@ -77,15 +76,15 @@ class AppState:
 
     @classmethod
     async def start(cls, config: GatewayConfig, config_path: str | None = None) -> AppState:
-        session = new_session()
-        backends = build_backends(config, session)
+        pool = ConnectionPool()
+        backends = build_backends(config, pool)
         classifier = await asyncio.to_thread(load_classifier, config.routing.classifier)
         router = Router(config, backends, classifier)
         # Load tiktoken's files now, not on the first request (about 0.5 s each).
         await asyncio.to_thread(lambda: [counter_for(enc) for enc in router.encodings])
         data_dir = Path(config.data_dir)
         redis = await open_redis(config.effective_redis_url, data_dir)
-        state = cls(config=config, keyring=KeyRing.from_config(config), session=session,
+        state = cls(config=config, keyring=KeyRing.from_config(config), pool=pool,
                     backends=backends, router=router, telemetry=Telemetry(),
                     classifier=classifier, redis=redis, config_path=config_path)
         state.budget = BudgetStore(redis.client, config.budget, replica_id=state.replica_id,
@@ -107,7 +106,7 @@ class AppState:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for backend in self.backends.values():
             await backend.aclose()
-        await self.session.close()
+        self.pool.close()
         self.telemetry.close()
         if self.redis is not None:
             await self.redis.close()
