@@ -26,10 +26,13 @@ class SSEEvent:
 
     @classmethod
     def parse(cls, raw: bytes) -> SSEEvent:
-        payload = b""
-        for line in raw.split(b"\n"):
-            if line.startswith(b"data:"):
-                payload += line[5:].strip()
+        if raw.startswith(b"data: ") and raw.find(b"\n") == len(raw) - 2:
+            payload = raw[6:-2].strip()      # the usual shape: one data line
+        else:
+            payload = b""
+            for line in raw.split(b"\n"):
+                if line.startswith(b"data:"):
+                    payload += line[5:].strip()
         if not payload:
             return cls(raw, None)
         if payload == b"[DONE]":

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from classifiers import features
+from classifiers.complexity import ARTIFACT_FORMAT
 from classifiers.dataset import FAMILIES, PRICED_SOURCE, SKILLS, Row
 from classifiers.design import SKILL_SHIFT, fold_for_skills, prompt_matrix
 from classifiers.training import TrainConfig, fit_weights
@@ -23,24 +24,29 @@ WEAK_REFERENCE = f"{PRICED_SOURCE}/gemma-2-9b-it"
 
 
 def _prompt_parts(w: dict[str, np.ndarray], hashed: sp.csr_matrix, dense: np.ndarray):
-    """Difficulty logits and skill-mix vectors of training prompts, as inference computes them."""
+    """Difficulty logits (uncentred) and interaction inputs [skills, dense, logit]."""
     logit = hashed @ w["hash_w"].astype(np.float64) + dense @ w["dense_w"] + w["bias"][0]
     skill = fold_for_skills(hashed) @ w["skill_hash_w"].astype(np.float64)
     skill = skill + dense @ w["skill_dense_w"] + w["skill_bias"]
     skill = np.exp(skill - skill.max(axis=1, keepdims=True))
     skill /= skill.sum(axis=1, keepdims=True)
-    return logit, np.hstack([skill, dense])
+    return logit, np.hstack([skill, dense, logit[:, None]])
 
 
 def _offset_table(w: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
-    """Rows: each family, then each training model (family + own deviation)."""
+    """Rows: each family, then each training model (family + own deviation).
+
+    Columns: skills, dense markers, then the difficulty logit (a training model's
+    own slope deviation; families keep the shared slope, so 0 there).
+    """
     n_dense = features.N_DENSE
     keys = list(FAMILIES)
-    rows = [np.concatenate([w["family_skill"][f], np.zeros(n_dense)]) for f in range(len(keys))]
+    rows = [np.concatenate([w["family_skill"][f], np.zeros(n_dense + 1)])
+            for f in range(len(keys))]
     for m, key in enumerate(w["model_keys"]):
         fam = int(w["model_family"][m])
         skill = w["model_skill"][m] + (w["family_skill"][fam] if fam >= 0 else 0.0)
-        rows.append(np.concatenate([skill, w["model_dense"][m]]))
+        rows.append(np.concatenate([skill, w["model_dense"][m], [w["model_logit"][m]]]))
         keys.append(str(key).split("/", 1)[1])
     return keys, np.vstack(rows)
 
@@ -53,8 +59,9 @@ def build_artifact(rows: Sequence[Row], cfg: TrainConfig, seed: int):
     centers = (mix @ offset_w.T).mean(axis=0)
     mean_logit = float(logit.mean())
     n_fam = len(FAMILIES)
-    # theta - d + o == (theta - mean_d + c) - (d - mean_d) + (o - c)
-    theta = w["theta"] - mean_logit + centers[n_fam:]
+    # theta - d + o == (theta - mean_d + c + s * mean_d) - (d - mean_d) + (o' - c), where
+    # o' is o with the centred logit in the mix, as inference computes it (s: slope weight).
+    theta = w["theta"] - mean_logit + centers[n_fam:] + offset_w[n_fam:, -1] * mean_logit
     centred = logit - mean_logit
     model_keys = [str(k) for k in w["model_keys"]]
     arrays = {
@@ -76,7 +83,7 @@ def build_artifact(rows: Sequence[Row], cfg: TrainConfig, seed: int):
 
 def _meta(cfg: TrainConfig, seed: int, centred: np.ndarray, weak_logit: float) -> dict[str, Any]:
     return {
-        "format": "routegate-complexity-v1",
+        "format": ARTIFACT_FORMAT,
         "seed": seed,
         "config": asdict(cfg),
         "hash_bits": features.HASH_BITS,

@@ -39,6 +39,7 @@ from classifiers import features
 from classifiers.artifact import read_npz
 from classifiers.length import message_text
 
+ARTIFACT_FORMAT = "routegate-complexity-v2"  # v2: offsets also take the difficulty logit
 DEFAULT_ARTIFACT = Path(__file__).resolve().parent / "artifacts" / "complexity.npz"
 # The last user turn says what is asked now; earlier turns are context. Keep
 # the whole conversation but put the last user turn at the head of the window.
@@ -79,7 +80,7 @@ class ComplexityModel:
         self._skill_dense_w = arrays["skill_dense_w"].astype(np.float64)
         self._skill_bias = arrays["skill_bias"].astype(np.float64)
         self._skill_shift = int(meta["skill_shift"])
-        # offset_keys x (skills + dense features), and the per-key centring constant.
+        # offset_keys x (skills + dense features + logit), and the per-key centring constant.
         self._offset_w = arrays["offset_w"].astype(np.float64)
         self._offset_center = arrays["offset_center"].astype(np.float64)
         self._offset_keys = [str(k) for k in arrays["offset_keys"]]
@@ -103,7 +104,7 @@ class ComplexityModel:
         skill = values @ self._skill_hash_w[folded] + feats.dense @ self._skill_dense_w
         skill = np.exp(skill + self._skill_bias - np.max(skill + self._skill_bias))
         skill /= skill.sum()
-        mix = np.concatenate([skill, feats.dense])
+        mix = np.concatenate([skill, feats.dense, [logit]])
         return logit, skill, self._offset_w @ mix - self._offset_center
 
     def score(self, text: str, *, n_messages: int = 1, has_tools: bool = False,
@@ -164,6 +165,7 @@ def conversation_text(messages: list[dict]) -> str:
 
 def _check_featurizer(meta: dict[str, Any]) -> None:
     expected = {
+        "format": ARTIFACT_FORMAT,
         "hash_bits": features.HASH_BITS,
         "head_chars": features.HEAD_CHARS,
         "tail_chars": features.TAIL_CHARS,

@@ -7,6 +7,7 @@ The model (see ``classifiers/complexity.py`` for inference) is
     P(model m answers x) = sigmoid(theta_m - d(x) + o_m(x))
     d(x)   = slope * (w . hashed(x) + v . dense(x))           prompt difficulty
     o_m(x) = (U[family(m)] + R[m]) . z(x) + Q[m] . dense(x)   interaction
+             - s_m * d(x)                                      own difficulty slope
     z(x)   = softmax(skill classifier(x))                      16 skills
 
 Stages, all plain sklearn estimators on sparse matrices:
@@ -22,7 +23,8 @@ Stages, all plain sklearn estimators on sparse matrices:
 4. final fit: logistic regression on pairs with the out-of-fold predicted
    difficulty as one column (its coefficient is the calibration slope) plus
    abilities and interactions; so those are fitted against the noise level
-   that inference will have.
+   that inference will have. Each model also gets its own deviation s_m from
+   that slope (a 2PL discrimination): strong models lose less to a hard prompt.
 
 L2 strength per block is set by scaling the block's columns (a penalty C on a
 column scaled by s is a penalty C*s**2 on the effective weight).
@@ -67,6 +69,7 @@ class TrainConfig:
     family_scale: float = 3.0
     model_skill_scale: float = 3.0
     model_dense_scale: float = 1.0
+    model_slope_scale: float = 1.0  # per-model deviation from the shared difficulty slope
     ridge_alpha: float = 3.0
     pair_c: float = 1.0
     max_iter: int = 500
@@ -184,8 +187,10 @@ def fit_weights(rows: Sequence[Row], cfg: TrainConfig, seed: int) -> dict[str, n
     d_oof, ridge = difficulty_regression(matrix, items, information + 1e-3, cfg, seed)
     _require_finite("difficulty regression", d_oof, ridge)
     logger.info("stage 3 difficulty regression done (%.0fs)", time.monotonic() - start)
-    blocks = [sp.csr_matrix(-d_oof[pairs.prompt][:, None])]
+    minus_d = -d_oof[pairs.prompt][:, None]
+    blocks = [sp.csr_matrix(minus_d)]
     blocks += _interaction_blocks(pairs, z_oof, matrix.dense, fam, n_models, cfg)
+    blocks.append(crossed(pairs.model, n_models, minus_d, cfg.model_slope_scale))
     coef = _fit_pairs(blocks, pairs, cfg)
     logger.info("stage 4 final fit done (%.0fs)", time.monotonic() - start)
     return _unpack(coef, ridge, skills, model_keys, fam, cfg)
@@ -202,8 +207,8 @@ def _unpack(coef: np.ndarray, ridge: np.ndarray, skills: LogisticRegression,
             model_keys: list[str], fam: np.ndarray, cfg: TrainConfig) -> dict[str, np.ndarray]:
     n_models, n_skills, n_fam = len(model_keys), len(SKILLS), len(FAMILIES)
     slope, rest = coef[0], coef[1:]
-    cuts = np.cumsum([n_models, n_fam * n_skills, n_models * n_skills])
-    ability, fam_w, model_w, model_dense = np.split(rest, cuts)
+    cuts = np.cumsum([n_models, n_fam * n_skills, n_models * n_skills, n_models * N_DENSE])
+    ability, fam_w, model_w, model_dense, model_slope = np.split(rest, cuts)
     # Skill classifier columns may miss a class only if a class had no rows.
     skill_coef = np.zeros((len(SKILLS), skills.coef_.shape[1]))
     skill_coef[skills.classes_] = skills.coef_
@@ -218,6 +223,8 @@ def _unpack(coef: np.ndarray, ridge: np.ndarray, skills: LogisticRegression,
         "family_skill": (fam_w * cfg.family_scale).reshape(n_fam, n_skills),
         "model_skill": (model_w * cfg.model_skill_scale).reshape(n_models, n_skills),
         "model_dense": (model_dense * cfg.model_dense_scale).reshape(n_models, N_DENSE),
+        # weight on the final logit d(x) = slope * ridge(x): -s_m * ridge(x) = -(s_m / slope) * d(x)
+        "model_logit": -model_slope * cfg.model_slope_scale / slope,
         "model_family": fam,
         "skill_hash_w": skill_coef[:, :n_fold].T.astype(np.float32).copy(),
         "skill_dense_w": skill_coef[:, n_fold:].T.copy(),

@@ -9,6 +9,8 @@ it is tested without Redis.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -25,6 +27,10 @@ from gateway.budget.keys import (
     Windows,
 )
 from gateway.budget.pricing import usd_to_nano
+
+# Settles of one team and window within this long go to Redis in one call.
+SETTLE_WINDOW_S = 0.002
+SETTLE_BATCH_MAX = 64
 
 # Field suffixes of a scope's limits, in ARGV order and in T:ovr.
 LIMIT_FIELDS = ("dh", "ds", "mh", "ms", "rpm", "tpm")
@@ -138,13 +144,12 @@ class ReserveReply:
 @dataclass(frozen=True)
 class SettleReply:
     state: str  # "settled" | "unreserved" | "duplicate"
-    team: ScopeFigures
-    key: ScopeFigures
+    team: ScopeFigures  # the team's figures after the whole batch
 
     @classmethod
-    def parse(cls, raw: list[Any]) -> SettleReply:
-        n = [int(x) for x in raw[1:]]
-        return cls(_text(raw[0]), ScopeFigures(*n[0:3]), ScopeFigures(*n[3:6]))
+    def parse_batch(cls, raw: list[Any]) -> list[SettleReply]:
+        team = ScopeFigures(*(int(x) for x in raw[:3]))
+        return [cls(_text(state), team) for state in raw[3:]]
 
 
 def _lua(name: str) -> str:
@@ -160,6 +165,8 @@ class BudgetScripts:
         self._ttl_ms = reservation_ttl_s * 1000
         self._reserve = redis.register_script(_lua("reserve.lua"))
         self._settle = redis.register_script(_lua("settle.lua"))
+        self._batches: dict[tuple[str, Windows], _SettleBatch] = {}
+        self._running: set[asyncio.Task[None]] = set()
 
     async def reserve(
         self,
@@ -190,7 +197,59 @@ class BudgetScripts:
         output_tokens: int,
         cost: int,
     ) -> SettleReply:
-        args = [request_id, key_id or "", model, input_tokens, output_tokens, cost]
-        args += [DAY_TTL_S, MONTH_TTL_S, LEDGER_TTL_S, SETTLED_TTL_S]
-        raw = await self._settle(keys=self._keys.settle_keys(team, windows), args=args)
-        return SettleReply.parse(raw)
+        """Settle one request. Settles of the same team and windows that arrive
+        within ``SETTLE_WINDOW_S`` share one script call: settling is off the
+        client's path, and one call for many saves a round trip and a script
+        run per request on busy teams."""
+        loop = asyncio.get_running_loop()
+        batch = self._batches.get((team, windows))
+        if batch is None or len(batch.entries) >= SETTLE_BATCH_MAX:
+            batch = self._batches[(team, windows)] = _SettleBatch(team, windows)
+            loop.call_later(SETTLE_WINDOW_S, self._send, batch)
+        future: asyncio.Future[SettleReply] = loop.create_future()
+        batch.entries.append((request_id, key_id or "", model, input_tokens, output_tokens, cost))
+        batch.futures.append(future)
+        return await future
+
+    async def drain(self) -> None:
+        """Send every waiting batch now and wait for all in flight (shutdown)."""
+        for batch in list(self._batches.values()):
+            self._send(batch)
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+
+    def _send(self, batch: _SettleBatch) -> None:
+        if batch.sent:
+            return
+        batch.sent = True
+        if self._batches.get((batch.team, batch.windows)) is batch:
+            del self._batches[(batch.team, batch.windows)]
+        task = asyncio.ensure_future(self._settle_batch(batch))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _settle_batch(self, batch: _SettleBatch) -> None:
+        args: list[Any] = [DAY_TTL_S, MONTH_TTL_S, LEDGER_TTL_S, SETTLED_TTL_S]
+        for entry in batch.entries:
+            args.extend(entry)
+        try:
+            raw = await self._settle(keys=self._keys.settle_keys(batch.team, batch.windows),
+                                     args=args)
+            replies = SettleReply.parse_batch(raw)
+        except Exception as exc:  # every waiter learns, and journals its own entry
+            for future in batch.futures:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for future, reply in zip(batch.futures, replies, strict=True):
+            if not future.done():
+                future.set_result(reply)
+
+
+@dataclass(slots=True)
+class _SettleBatch:
+    team: str
+    windows: Windows
+    entries: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
+    futures: list[asyncio.Future[SettleReply]] = dataclasses.field(default_factory=list)
+    sent: bool = False

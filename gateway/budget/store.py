@@ -8,9 +8,10 @@
     await store.settle(res, input_tokens=u.prompt_tokens,
                        output_tokens=u.completion_tokens, cost_nanousd=cost)
 
-One Redis round trip each (``reserve.lua``, ``settle.lua``): every replica
-checks and changes the same counters atomically, so concurrent requests can
-never all pass on the same headroom. ``settle`` never raises: if Redis is
+One script call each (``reserve.lua``, ``settle.lua``; the settles of a
+team that finish within 2 ms share one call): every replica checks and
+changes the same counters atomically, so concurrent requests can never all
+pass on the same headroom. ``settle`` never raises: if Redis is
 unreachable, the spend goes to the local journal and ``run_reconciler``
 replays it later. When Redis is down, ``reserve`` follows
 ``budget.fail_policy``: 503 (fail_closed) or a small per-replica allowance
@@ -352,6 +353,7 @@ class BudgetStore:
 
     async def aclose(self) -> None:
         self._stopping.set()
+        await self._scripts.drain()
 
     async def usage(self, team: str, team_limits: Limits | None, *, days: int = 31) -> dict:
         """Spend today / this month, remaining budget, per key and the model x day ledger."""

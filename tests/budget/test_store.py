@@ -212,3 +212,32 @@ def test_admin_override_applies_on_another_replica_at_once(tmp_path: Path, prefi
             await other.close()
 
     run(tmp_path, prefix, body)
+
+
+def test_concurrent_settles_share_script_calls_and_bill_each_once(tmp_path: Path, prefix: str) -> None:
+    async def body(store: BudgetStore, client: Any) -> None:
+        scripts = store._scripts
+        calls: list[int] = []
+        settle_script = scripts._settle
+
+        async def counting(keys: list[Any], args: list[Any]) -> Any:
+            calls.append((len(args) - 4) // 6)          # requests in this call
+            return await settle_script(keys=keys, args=args)
+
+        scripts._settle = counting
+        held = [await reserve(store, f"r{i}", 1000, key="k1" if i % 2 else None)
+                for i in range(40)]
+        # all settled at once, the first one twice: a duplicate inside one batch
+        await asyncio.gather(*(store.settle(r, input_tokens=1, output_tokens=2, cost_nanousd=100 + i)
+                               for i, r in enumerate([held[0], *held])))
+        assert sum(calls) == 41 and len(calls) < 41, calls
+        report = await store.usage("t", None)
+        assert report["spent_today_nanousd"] == sum(100 + i for i in range(41)) - 101  # the duplicate
+        assert report["reserved_usd"] == 0
+        assert report["ledger"][0]["requests"] == 40
+        replies = [await scripts.settle(request_id=f"r{i}", team="t", windows=held[0].windows,
+                                        key_id=None, model="small", input_tokens=1,
+                                        output_tokens=1, cost=1) for i in range(2)]
+        assert [r.state for r in replies] == ["duplicate", "duplicate"]
+
+    run(tmp_path, prefix, body)
