@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gateway.budget.config import BudgetSettings, Limits
 
@@ -148,8 +148,6 @@ class GatewayConfig(Strict):
     data_dir: str = ".routegate"
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
 
-    _by_name: dict[str, ModelConfig] = PrivateAttr(default_factory=dict)
-
     @model_validator(mode="after")
     def _cross_references(self) -> GatewayConfig:
         names = [m.name for m in self.models]
@@ -169,11 +167,10 @@ class GatewayConfig(Strict):
         hashes = [k.hash for t in self.teams for k in t.key_configs()]
         if len(set(hashes)) != len(hashes):
             raise ValueError("the same key hash is listed twice")
-        self._by_name = {m.name: m for m in self.models}
         return self
 
     def model(self, name: str) -> ModelConfig | None:
-        return self._by_name.get(name)
+        return next((m for m in self.models if m.name == name), None)
 
     @property
     def effective_redis_url(self) -> str | None:

@@ -68,6 +68,7 @@ class Router:
         self.classifier = classifier
         self.auto_policy: Policy = get_policy(config.routing.auto_policy, config, classifier)
         self.encodings = {m.tokenizer for m in config.models}
+        self._models = {m.name: m for m in config.models}   # a dict: looked up per request
 
     def needs_score(self, chat: ChatRequest) -> bool:
         """Classify only when it changes something: a routed request, or a
@@ -76,7 +77,7 @@ class Router:
             return False
         if chat.routed:
             return True
-        model = self.config.model(chat.model)
+        model = self._models.get(chat.model)
         return model is not None and model.backend == "simulated"
 
     def predicted_quality(self, model: ModelConfig, features: RequestFeatures) -> float | None:
@@ -100,7 +101,7 @@ class Router:
 
     def _explicit(self, chat: ChatRequest, caller: Caller, features: RequestFeatures,
                   pool: str) -> Decision:
-        model = self.config.model(chat.model)
+        model = self._models.get(chat.model)
         if model is None or not allowed(model, caller, pool):
             raise ModelNotFound(chat.model)
         if chat.max_tokens and chat.max_tokens > model.max_output_tokens:
