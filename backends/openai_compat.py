@@ -220,12 +220,11 @@ class HTTPChunkStream(MeteredStream):
         self._meter.finish()
         # Closing mid-stream drops the connection, which cancels the upstream request;
         # a finished stream returns its connection to the pool.
-        if self._meter.done:
-            if not self._resp.done:   # [DONE] came; the chunked terminator is due
+        try:
+            if self._meter.done and not self._resp.done:  # [DONE] came; the body's end is due
                 with contextlib.suppress(TimeoutError, OSError):
                     async with asyncio.timeout(1.0):
                         while await self._resp.readany():
                             pass
-            self._resp.release()
-        else:
-            self._resp.close()
+        finally:
+            self._resp.release()   # reused if complete, else closed (even when cancelled here)

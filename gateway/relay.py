@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import anyio
-
 from backends.base import ChunkStream, Usage
 from gateway.config import ModelConfig
 from gateway.errors import GatewayError
@@ -56,9 +54,9 @@ class StreamRelay:
                 yield b"".join(out)
         finally:
             # A client that disconnects cancels this generator: close the
-            # upstream all the same, which cancels its generation.
-            with anyio.CancelScope(shield=True):
-                await self.stream.aclose()
+            # upstream all the same, which cancels its generation (aclose
+            # drops or returns the connection even if cancelled itself).
+            await self.stream.aclose()
 
     def usage(self) -> Usage:
         """The upstream's usage; when the stream ended without it (client gone,
