@@ -48,54 +48,67 @@ local function check(lim, fig, rate_prefix)
   return nil
 end
 
-local function record()
+local function record(now)
   add(KEYS[3], 'team', amount)
-  redis.call('HINCRBY', KEYS[6], 'req', 1)
+  -- A new minute bucket gets its expiry once, when its first request lands.
+  if redis.call('HINCRBY', KEYS[6], 'req', 1) == 1 then
+    redis.call('EXPIRE', KEYS[6], ARGV[6])
+  end
   add(KEYS[6], 'tok', tokens)
   if key ~= '' then
     add(KEYS[3], 'k:' .. key, amount)
     redis.call('HINCRBY', KEYS[6], 'k:' .. key .. ':req', 1)
     add(KEYS[6], 'k:' .. key .. ':tok', tokens)
   end
-  redis.call('EXPIRE', KEYS[6], ARGV[6])
-  local expiry = now_ms() + tonumber(ARGV[5])
+  local ttl_ms = tonumber(ARGV[5])
   redis.call('HSET', KEYS[2], rid, cjson.encode({a = amount, t = tokens, k = key}))
-  redis.call('ZADD', KEYS[1], expiry, rid)
+  redis.call('ZADD', KEYS[1], now + ttl_ms, rid)
   -- The three reservation keys outlive their last reservation by a minute,
   -- so a team that goes quiet leaves nothing behind; they expire together,
-  -- so the counter never outlives (or dies before) what it counts.
-  local keep = math.floor(tonumber(ARGV[5]) / 1000) + 60
-  for i = 1, 3 do redis.call('EXPIRE', KEYS[i], keep) end
+  -- so the counter never outlives (or dies before) what it counts. They are
+  -- renewed together whenever the set's remaining life falls under the
+  -- reservation ttl plus 30 s: every hold still has 30 s of margin, and a
+  -- busy team pays one PTTL per reserve instead of three EXPIREs.
+  local keep_ms = ttl_ms + 60000
+  if redis.call('PTTL', KEYS[1]) < ttl_ms + 30000 then
+    for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], keep_ms) end
+  end
 end
 
 local function v(x) return x or -1 end
 
-purge_expired(now_ms())
+local now = now_ms()
+purge_expired(now)
 local team_lim = limits('team', 7)
 local key_lim = {}
 local key_fig = {'0', '0', '0'}
 if key ~= '' then key_lim = limits('k:' .. key, 13) end
 
 local verdict = {1, '', '', 0, 0}
+local t, key_read = nil, false
 -- A retried reserve (lost reply) finds its own reservation: not counted twice.
 if redis.call('HEXISTS', KEYS[2], rid) == 0 then
-  local team_fig = figures(KEYS[4], KEYS[5], 'team')
-  local hit = check(team_lim, team_fig, '')
+  t = figures(KEYS[4], KEYS[5], 'team')
+  local hit = check(team_lim, t, '')
   local scope = 'team'
   if not hit and key ~= '' then
     key_fig = figures(KEYS[4], KEYS[5], 'k:' .. key)
+    key_read = true
     hit = check(key_lim, key_fig, 'k:' .. key .. ':')
     scope = 'key'
   end
   if hit then
     verdict = {0, hit[1], scope, hit[2], hit[3]}
   else
-    record()
+    record(now)
+    -- Only the holds changed since the figures were read.
+    t[3] = redis.call('HGET', KEYS[3], 'team') or '0'
+    if key_read then key_fig[3] = redis.call('HGET', KEYS[3], 'k:' .. key) or '0' end
   end
 end
 
-local t = figures(KEYS[4], KEYS[5], 'team')
-if key ~= '' then key_fig = figures(KEYS[4], KEYS[5], 'k:' .. key) end
+if not t then t = figures(KEYS[4], KEYS[5], 'team') end
+if key ~= '' and not key_read then key_fig = figures(KEYS[4], KEYS[5], 'k:' .. key) end
 return {
   verdict[1], verdict[2], verdict[3], verdict[4], verdict[5],
   t[1], t[2], t[3], key_fig[1], key_fig[2], key_fig[3],
