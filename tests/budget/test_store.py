@@ -241,3 +241,23 @@ def test_concurrent_settles_share_script_calls_and_bill_each_once(tmp_path: Path
         assert [r.state for r in replies] == ["duplicate", "duplicate"]
 
     run(tmp_path, prefix, body)
+
+
+def test_budget_keys_always_carry_an_expiry(tmp_path: Path, prefix: str) -> None:
+    """A team that goes quiet leaves nothing behind: every key reserve and settle
+    write expires, the reservation keys a minute after their last hold."""
+    async def body(store: BudgetStore, client: Any) -> None:
+        held = [await reserve(store, f"e{i}", 1000, key="k1", limits=Limits(rpm=1000))
+                for i in range(3)]
+        keys = [k.decode() if isinstance(k, bytes) else k
+                async for k in client.scan_iter(match="{" + prefix + ":*")]
+        assert any(":rl:" in k for k in keys) and any(k.endswith(":res") for k in keys)
+        for k in keys:
+            ttl_ms = await client.pttl(k)
+            assert 0 < ttl_ms <= (600 + 60) * 1000 or ":rl:" in k and 0 < ttl_ms <= 120_000, (k, ttl_ms)
+        for r in held:
+            await store.settle(r, input_tokens=1, output_tokens=1, cost_nanousd=1)
+        keys = [k async for k in client.scan_iter(match="{" + prefix + ":*")]
+        assert keys and all([await client.pttl(k) > 0 for k in keys])
+
+    run(tmp_path, prefix, body)
