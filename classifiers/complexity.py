@@ -39,7 +39,7 @@ from classifiers import features
 from classifiers.artifact import read_npz
 from classifiers.length import message_text
 
-ARTIFACT_FORMAT = "routegate-complexity-v2"  # v2: offsets also take the difficulty logit
+ARTIFACT_FORMAT = "routegate-complexity-v2"  # v2: offsets also take d(x)
 DEFAULT_ARTIFACT = Path(__file__).resolve().parent / "artifacts" / "complexity.npz"
 # The last user turn says what is asked now; earlier turns are context. Keep
 # the whole conversation but put the last user turn at the head of the window.

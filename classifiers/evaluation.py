@@ -26,7 +26,7 @@ import numpy as np
 
 from classifiers.complexity import ComplexityModel
 from classifiers.dataset import Row
-from policies.selection import select
+from policies.selection import DEFAULT_KAPPA, select
 
 TARGETS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9)
 
@@ -54,11 +54,12 @@ def predict_matrix(model: ComplexityModel, rows: Sequence[Row], models: Sequence
     return out
 
 
-def route(pred: np.ndarray, prices: np.ndarray, target: float) -> np.ndarray:
+def route(pred: np.ndarray, prices: np.ndarray, target: float,
+          kappa: float = DEFAULT_KAPPA) -> np.ndarray:
     """Index of the chosen model per prompt: the gateway's own rule
     (``policies.selection.select``; ties go to the higher predicted P)."""
     cost = prices.tolist()
-    return np.asarray([select(p.tolist(), cost, target)[0] for p in pred])
+    return np.asarray([select(p.tolist(), cost, target, kappa=kappa)[0] for p in pred])
 
 
 def oracle_choice(scores: np.ndarray, prices: np.ndarray) -> np.ndarray:

@@ -31,10 +31,76 @@ P(model m answers x) = sigmoid(theta_m - d(x) + o_m(x)), fitted in four scikit-l
 folded to 2^14 buckets), an item-response logistic regression (abilities + interactions)
 followed by a one-step estimate of each prompt's own difficulty, a ridge regression from
 hashed word uni/bigrams + byte 4-grams (2^18 buckets) and 15 dense markers to those
-difficulties, and a final logistic regression that refits
-abilities, the calibration slope of d(x) and the interactions on out-of-fold predictions.
-Models are keyed `source/name`: each source has its own abilities and interactions, while
-the difficulty weights and the skill classifier are shared by all three sources."""
+difficulties, and a final logistic regression that refits abilities, the calibration
+slope of d(x), each model's own deviation from that slope (a 2PL discrimination, shipped
+as a last `offset_w` column on the centred logit; 0 for family rows) and the interactions
+on out-of-fold predictions. Models are keyed `source/name`: each source has its own
+abilities and interactions, while the difficulty weights and the skill classifier are
+shared by all three sources."""
+
+
+_SELECTION = """\
+## Model selection (training data only)
+
+`python -m classifiers.holdout` reproduces this: for seeds 7, 11 and 23, 20% of the
+`llmrouter_train.jsonl` prompts are held out, the artifact is trained on the rest (all
+other training files included) and routed on the hold-out as `routegate eval` routes the
+test set. Columns, means over the three seeds: log loss of P(correct) over (prompt, priced
+model) pairs (the deciding figure; the routing figures below move by a few prompts);
+router APGR; `bar` = best router score at <= 40% of the best single model's price minus
+that model's score (issue #3: >= 0 means met); `frontier` = the same margin at 20/25/30/40%
+of its price, targets every 0.01, averaged. All rows use the fallback kappa = 0.10.
+
+| configuration | log loss | APGR | bar | frontier |
+|---|--:|--:|--:|--:|
+| previous artifact (ridge_alpha 3, one shared slope) | 0.4958 | 0.768 | +0.018 | -0.016 |
+| same, ridge_alpha 1 | 0.4960 | 0.765 | +0.018 | -0.014 |
+| same, ridge_alpha 10 | 0.4957 | 0.768 | +0.021 | -0.015 |
+| + per-model difficulty slope (2PL) | 0.4946 | 0.769 | +0.015 | -0.014 |
+| + slope + a second residual factor g(x) (2-D IRT, own n-gram ridge) | 0.4946 | 0.765 | +0.017 | -0.014 |
+| + slope, item_prior 3 | 0.4946 | 0.773 | +0.015 | -0.014 |
+| + slope, model_skill_scale 1, model_dense_scale 0.3 | 0.4959 | 0.779 | +0.015 | -0.009 |
+| **+ slope, ridge_alpha 10 (shipped)** | **0.4945** | **0.771** | **+0.018** | **-0.015** |
+| + slope, ridge_alpha 10, weights averaged over 3 fold seeds | 0.4945 | 0.770 | +0.018 | -0.013 |
+The per-model slope lowered the log loss on each of the three hold-outs (0.4966 -> 0.4956,
+0.4939 -> 0.4920, 0.4968 -> 0.4963), so it was kept. The second factor did not lower the
+log loss and would have added a 1 MB weight vector and a third dot product, so it was
+dropped. ridge_alpha 10 was slightly ahead of 3 on log loss, APGR and `bar`, with and
+without the slope (`frontier` moved both ways, within noise). item_prior 3 did not lower the log loss; nor did
+averaging the weights of three fits, which would triple the training time. Weaker
+per-model interactions routed a little better at small budgets (`frontier`, APGR) but
+raised the log loss on every hold-out and lowered `bar`; the log loss decided.
+
+Fallback rule, on the same hold-outs (predictions of the shipped configuration, `bar`
+column): kappa 0 / 0.05 / 0.10 / 0.15 / 0.20 / 0.30 gave -0.026 / +0.003 / +0.018 /
++0.013 / +0.012 / +0.012, so kappa = 0.10 stays. A fallback by expected gain per dollar
+over the cheapest model (argmax (P_m - P_cheapest) / (price_m - price_cheapest)) gave
+-0.005 against +0.018 for the previous artifact, and was dropped. Open point: the
+`frontier` column prefers kappa 0.15 / 0.20 / 0.30 (-0.002 / +0.003 / +0.000 against
+-0.015 at 0.10), i.e. cheaper routing at the 20-30% budgets; at the issue's 40% budget
+0.10 is ahead (the `bar` figures above), so kappa was left at 0.10.
+
+No `llmrouter_test.jsonl` figure was looked at during this selection. Reported once
+afterwards (README, "Routing quality"): at target 0.85 the router scores 0.566 at $0.257
+against the best single model's 0.563 at $0.90, so the bar is met, by 0.003 (under two
+prompts of 500: a thin margin, as the spread of `bar` across hold-outs, -0.007 to +0.039,
+suggests); APGR 0.833 against 0.569 for prompt length. The earlier kappa
+selection is described below.
+
+## The routing rule's fallback weight (kappa, `policies/selection.py`)
+
+When no model reaches the quality target, `cost_quality` picks
+argmax P(correct) - kappa * cost / max cost. kappa was chosen on the training data only:
+three times, 20% of the `llmrouter_train.jsonl` prompts (seeds 7, 11, 23) were
+held out, the artifact was trained on the rest (all other files included), and
+for kappa in {0.05, 0.10, 0.125, 0.15, 0.20} the best held-out score at no more
+than 40% of the best single model's cost was recorded. Means: 0.613, 0.638,
+0.637, 0.635, 0.634; kappa = 0.10 was kept (0.10-0.20 are within noise of each
+other). Disclosure: before this selection, an exploratory run had printed test
+set figures for a few fallback rules; the selection itself used only the
+held-out training splits, and the test figures in the README are those of the
+selected kappa.
+"""
 
 
 def _file_table(data_dir: Path, rows: Sequence[Row]) -> list[str]:
@@ -63,8 +129,8 @@ def write_provenance(path: Path, artifact: Path, data_dir: Path, rows: Sequence[
         f"- python {platform.python_version()}, scikit-learn {sklearn.__version__}, "
         f"numpy {np.__version__}, scipy {scipy.__version__}",
         f"- hyper-parameters: `{json.dumps(meta['config'], sort_keys=True)}`",
-        "  (best held-out log loss of 4 settings on a seeded 20% prompt hold-out of",
-        "  llmrouter_train; llmrouter_test is only used to report)",
+        "  (chosen on seeded 20% prompt hold-outs of llmrouter_train, see 'Model selection';",
+        "  llmrouter_test is only used to report)",
         "",
         "## Training data",
         "",
@@ -85,5 +151,6 @@ def write_provenance(path: Path, artifact: Path, data_dir: Path, rows: Sequence[
         "",
         _LICENCES,
         "",
+        _SELECTION,
     ]
     path.write_text("\n".join(sections), encoding="utf-8")

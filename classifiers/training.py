@@ -60,7 +60,7 @@ logger = logging.getLogger("routegate.train")
 
 @dataclass(frozen=True, slots=True)
 class TrainConfig:
-    """Hyper-parameters, chosen on a 20% prompt split of llmrouter_train (PROVENANCE.md)."""
+    """Hyper-parameters, chosen on seeded 20% prompt hold-outs of llmrouter_train (PROVENANCE.md)."""
 
     folds: int = 4
     skill_c: float = 10.0
@@ -70,7 +70,7 @@ class TrainConfig:
     model_skill_scale: float = 3.0
     model_dense_scale: float = 1.0
     model_slope_scale: float = 1.0  # per-model deviation from the shared difficulty slope
-    ridge_alpha: float = 3.0
+    ridge_alpha: float = 10.0
     pair_c: float = 1.0
     max_iter: int = 500
 

@@ -66,3 +66,14 @@ def test_score_messages_flattens_parts_and_counts_depth(model):
     score = model.score_messages(messages, has_tools=True)
     assert 0.0 <= score.difficulty <= 1.0
     assert model.score_messages([]).tier in {"easy", "medium", "hard"}
+
+
+def test_family_offsets_keep_the_shared_difficulty_slope(model):
+    """Only exact training-model keys carry their own slope on d(x) (the last
+    offset column); a config model known by family alone keeps slope 1, so its
+    P(correct) still falls as prompts get harder."""
+    keys = model._offset_keys
+    slope = model._offset_w[:, -1]
+    assert all(slope[keys.index(f)] == 0.0 for f in FAMILIES)
+    assert any(abs(slope[i]) > 1e-3 for i in range(len(FAMILIES), len(keys)))
+    assert all(s < 1.0 for s in slope)  # every model's P(correct) falls with difficulty

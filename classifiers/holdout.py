@@ -1,0 +1,115 @@
+"""Model selection on the training data only: seeded prompt hold-outs of llmrouter_train.
+
+    python -m classifiers.holdout --seeds 7 11 23            # the table in PROVENANCE.md
+    python -m classifiers.holdout --set ridge_alpha=10 --kappa 0.1
+
+For each seed, 20% of the ``llmrouter_train.jsonl`` prompts are held out, the
+artifact is trained on everything else (all other training files included)
+and routed on the hold-out exactly as ``routegate eval`` routes the test set.
+``llmrouter_test.jsonl`` is never read here: choices are made on these
+numbers, the test set only reports the chosen configuration.
+
+Printed per seed and as a mean: log loss of P(correct) over (prompt, priced
+model) pairs; APGR of the router; ``bar``, the best router score at <= 40% of
+the best single model's cost minus that model's score (issue #3, >= 0 is met);
+and ``frontier``, the same margin at cost budgets of 20/25/30/40% averaged,
+with targets every 0.01 from 0.30 to 0.95 (smoother than the nine targets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+from collections.abc import Sequence
+
+import numpy as np
+
+from classifiers.build import build_artifact
+from classifiers.complexity import ComplexityModel
+from classifiers.dataset import (
+    PRICED_SOURCE,
+    TRAIN_FILES,
+    Row,
+    default_data_dir,
+    load_prices,
+    load_rows,
+)
+from classifiers.evaluation import TARGETS, evaluate, predict_matrix, route
+from classifiers.training import TrainConfig
+
+HOLDOUT_SHARE = 0.2
+DENSE_TARGETS = np.round(np.arange(0.30, 0.951, 0.01), 2)
+BUDGETS = (0.2, 0.25, 0.3, 0.4)  # shares of the best single model's price
+
+
+def split_rows(rows: Sequence[Row], seed: int) -> tuple[list[Row], list[Row]]:
+    """(training rows, held-out priced rows): a seeded 20% of the priced source's prompts."""
+    priced = [i for i, row in enumerate(rows) if row.source == PRICED_SOURCE]
+    held = set(random.Random(seed).sample(priced, int(HOLDOUT_SHARE * len(priced))))
+    return ([row for i, row in enumerate(rows) if i not in held],
+            [row for i, row in enumerate(rows) if i in held])
+
+
+def holdout_metrics(pred: np.ndarray, rows: Sequence[Row], train: Sequence[Row],
+                    prices: dict[str, float], kappa: float) -> dict[str, float]:
+    names = sorted(prices)
+    price = np.asarray([prices[m] for m in names])
+    scores = np.asarray([[row.scores[m] for m in names] for row in rows])
+    train_mean = np.mean([[row.scores[m] for m in names] for row in train
+                          if row.source == PRICED_SOURCE], axis=0)
+    strong, weak = names[int(np.argmax(train_mean))], names[int(np.argmin(price))]
+    report = evaluate(None, rows, prices, strong, weak, pred=pred)  # type: ignore[arg-type]
+    best = int(np.argmax(scores.mean(axis=0)))
+    best_score, best_cost = float(scores[:, best].mean()), float(price[best])
+    n = np.arange(len(rows))
+
+    def outcomes(targets) -> list[tuple[float, float]]:  # (cost, score) per target
+        choices = [route(pred, price, float(t), kappa) for t in targets]
+        return [(float(price[c].mean()), float(scores[n, c].mean())) for c in choices]
+
+    curve = outcomes(DENSE_TARGETS)
+    margin = [max([s for c, s in curve if c <= b * best_cost] or [0.0]) - best_score
+              for b in BUDGETS]
+    bar = [s for c, s in outcomes(TARGETS) if c <= 0.4 * best_cost]
+    p = np.clip(pred, 1e-6, 1 - 1e-6)
+    return {
+        "log_loss": float(-(scores * np.log(p) + (1 - scores) * np.log(1 - p)).mean()),
+        "apgr": report.apgr["router"][0],
+        "bar": max(bar) - best_score if bar else -1.0,
+        "frontier": float(np.mean(margin)),
+    }
+
+
+def run_holdouts(cfg: TrainConfig, seeds: Sequence[int], kappa: float) -> list[dict[str, float]]:
+    data_dir = default_data_dir()
+    rows, prices = load_rows(data_dir, TRAIN_FILES), load_prices(data_dir)
+    results = []
+    for seed in seeds:
+        train, held = split_rows(rows, seed)
+        model = ComplexityModel(*build_artifact(train, cfg, 0))
+        pred = predict_matrix(model, held, sorted(prices))
+        results.append(holdout_metrics(pred, held, train, prices, kappa))
+        print(f"seed {seed}: " + "  ".join(f"{k} {v:.4f}" for k, v in results[-1].items()))
+    mean = {k: float(np.mean([r[k] for r in results])) for k in results[0]}
+    print("mean:    " + "  ".join(f"{k} {v:.4f}" for k, v in mean.items()))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m classifiers.holdout")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[7, 11, 23])
+    parser.add_argument("--kappa", type=float, default=0.10)
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a TrainConfig field, e.g. ridge_alpha=10")
+    args = parser.parse_args(argv)
+    overrides = {}
+    for item in args.set:
+        name, value = item.split("=", 1)
+        overrides[name] = type(getattr(TrainConfig(), name))(value)
+    run_holdouts(dataclasses.replace(TrainConfig(), **overrides), args.seeds, args.kappa)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
