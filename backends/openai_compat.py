@@ -176,7 +176,7 @@ class HTTPChunkStream(MeteredStream):
         self._meter = meter
         self._split = EventSplitter()
         self._pending: list[bytes] = []
-        self._closed = False
+        self._stats = backend.stats
 
     @property
     def buffered(self) -> bool:
@@ -213,11 +213,8 @@ class HTTPChunkStream(MeteredStream):
             raise self._backend._convert(exc) from None
 
     async def aclose(self) -> None:
-        if self._closed:
+        if not self._close_once():
             return
-        self._closed = True
-        self._backend.stats.in_flight -= 1
-        self._meter.finish()
         # Closing mid-stream drops the connection, which cancels the upstream request;
         # a finished stream returns its connection to the pool.
         try:

@@ -153,7 +153,7 @@ class SimChunkStream(MeteredStream):
         self._model = call.payload.get("model", backend.name)
         self._first: dict[str, Any] | None = None
         self._n_out = 0
-        self._closed = False
+        self._stats = backend.stats
 
     buffered = False   # each simulated token arrives on its own
 
@@ -185,9 +185,6 @@ class SimChunkStream(MeteredStream):
         yield SSEEvent(DONE, None, done=True)
 
     async def aclose(self) -> None:
-        if self._closed:
+        if not self._close_once():
             return
-        self._closed = True
-        self._backend.stats.in_flight -= 1
-        self._meter.finish()
         await self._gen.aclose()  # cancels a generation still in progress

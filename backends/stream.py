@@ -70,6 +70,18 @@ class MeteredStream:
     """What every backend's stream reports, read from its ``StreamMeter``."""
 
     _meter: StreamMeter
+    _stats: LiveStats
+    _closed: bool = False
+
+    def _close_once(self) -> bool:
+        """The first close leaves the backend's in-flight count and folds this
+        stream's timings into its stats; later ones return False."""
+        if self._closed:
+            return False
+        self._closed = True
+        self._stats.in_flight -= 1
+        self._meter.finish()
+        return True
 
     @property
     def usage(self) -> Usage | None:
