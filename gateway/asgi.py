@@ -1,7 +1,7 @@
 """The hot path in plain ASGI: reading the request and sending the answer.
 
     app = RouteGate(api, {"/v1/chat/completions": chat_completions})
-    # POST /v1/chat/completions -> chat_completions(gw, Exchange(...)); everything else -> api
+    # POST /v1/chat/completions -> await chat_completions(HTTPExchange(...)); the rest -> api
 
 ``POST /v1/chat/completions`` carries nearly all the traffic. It skips
 FastAPI's routing, dependency resolution and exception middleware and
@@ -64,8 +64,8 @@ class HTTPExchange:
 
     async def respond(self, status: int, body: bytes, headers: dict[str, str],
                       content_type: bytes = b"application/json") -> None:
-        raw = [(b"content-type", content_type), (b"content-length", b"%d" % len(body))]
-        raw.extend((k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items())
+        raw = _raw_headers(headers, (b"content-type", content_type),
+                           (b"content-length", b"%d" % len(body)))
         await self.send({"type": "http.response.start", "status": status, "headers": raw})
         await self.send({"type": "http.response.body", "body": body})
 
@@ -76,8 +76,8 @@ class HTTPExchange:
         waits for ``http.disconnect`` and cancels the relay: a client that
         leaves while the upstream is thinking stops the upstream at once.
         """
-        raw = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
-        raw.extend((k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items())
+        raw = _raw_headers(headers, (b"content-type", b"text/event-stream"),
+                           (b"cache-control", b"no-cache"))
         task = asyncio.current_task()
         assert task is not None
         gone = False
@@ -112,6 +112,10 @@ class HTTPExchange:
     async def _disconnected(self) -> None:
         while (await self.receive())["type"] != "http.disconnect":
             pass
+
+
+def _raw_headers(headers: dict[str, str], *fixed: tuple[bytes, bytes]) -> list[tuple[bytes, bytes]]:
+    return [*fixed, *((k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items())]
 
 
 async def aclose(chunks: AsyncIterator[bytes]) -> None:
