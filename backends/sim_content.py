@@ -38,7 +38,7 @@ def example_value(schema: Any, depth: int = 0) -> Any:
         return {k: example_value(v, depth + 1) for k, v in props.items()}
     if kind == "array":
         return [example_value(schema.get("items"), depth + 1)]
-    return {"integer": 1, "number": 1.5, "boolean": True, "null": None}.get(kind, "value")
+    return {"integer": 1, "number": 1.5, "boolean": True, "null": None}.get(str(kind), "value")
 
 
 def _tool_call(payload: dict[str, Any], rng: random.Random) -> dict[str, Any] | None:

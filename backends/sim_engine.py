@@ -21,7 +21,7 @@ import asyncio
 import math
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +82,7 @@ class SimEngine:
 
     async def generate(
         self, payload: dict[str, Any], *, prompt_tokens: int, p_correct: float | None = None
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """Yield choice dicts (delta, finish_reason, logprobs), one per output token.
 
         ``p_correct`` is the gateway's prediction for this prompt on this model

@@ -77,8 +77,8 @@ def echo(payload: dict[str, Any]) -> Response:
     events = [chunk]
     if (payload.get("stream_options") or {}).get("include_usage"):
         events.append({**base, "object": "chat.completion.chunk", "choices": [], "usage": usage})
-    body = b"".join(b"data: " + orjson.dumps(e) + b"\n\n" for e in events) + b"data: [DONE]\n\n"
-    return Response(body, media_type="text/event-stream")
+    stream = b"".join(b"data: " + orjson.dumps(e) + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    return Response(stream, media_type="text/event-stream")
 
 
 def create_app(base: SimulateConfig) -> Starlette:

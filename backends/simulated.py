@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import orjson
@@ -79,7 +79,7 @@ class SimulatedBackend:
         self.engine = SimEngine(model.name, model.simulate or SimulateConfig(), model.ability)
         self._first_byte_s = model.timeouts.first_byte_s
 
-    def _chunks(self, call: UpstreamCall) -> AsyncIterator[dict[str, Any]]:
+    def _chunks(self, call: UpstreamCall) -> AsyncGenerator[dict[str, Any], None]:
         return self.engine.generate(call.payload, prompt_tokens=call.prompt_tokens,
                                     p_correct=call.p_correct)
 

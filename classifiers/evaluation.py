@@ -45,7 +45,12 @@ class Report:
 def predict_matrix(model: ComplexityModel, rows: Sequence[Row], models: Sequence[str]):
     """Predicted P(correct), shape (prompts, models); models are ``source/name`` keys."""
     out = np.zeros((len(rows), len(models)))
-    abilities = [model.ability_of(m) for m in models]
+    abilities = []
+    for m in models:
+        ability = model.ability_of(m)
+        if ability is None:
+            raise KeyError(f"model {m!r} is not in the artifact")
+        abilities.append(ability)
     families = [m.split("/", 1)[1] for m in models]
     for i, row in enumerate(rows):
         score = model.score(row.prompt)

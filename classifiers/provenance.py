@@ -104,7 +104,7 @@ selected kappa.
 
 
 def _file_table(data_dir: Path, rows: Sequence[Row]) -> list[str]:
-    counts = Counter()
+    counts: Counter[str] = Counter()
     for row in rows:
         counts[row.source] += 1
     lines = ["| file | sha256 |", "|---|---|"]

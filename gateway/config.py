@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from gateway.budget.config import BudgetSettings, Limits
 
 PoolName = Literal["interactive", "batch"]
+POOL_NAMES: tuple[PoolName, ...] = ("interactive", "batch")
 
 
 class Strict(BaseModel):
@@ -61,7 +62,7 @@ class ModelConfig(Strict):
     price: Price
     context_window: int = Field(default=8192, ge=16)
     max_output_tokens: int = Field(default=2048, ge=1)
-    pools: list[PoolName] = Field(default_factory=lambda: ["interactive", "batch"])
+    pools: list[PoolName] = Field(default_factory=lambda: list(POOL_NAMES))
     ability: float = Field(default=0.5, gt=0, lt=1)
     family: str | None = None
     tokenizer: str = "o200k_base"
