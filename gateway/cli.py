@@ -16,16 +16,21 @@ from classifiers import commands as classifier_commands
 from gateway.app import CONFIG_ENV, DEFAULT_CONFIG
 from gateway.auth import hash_key
 from gateway.config import ConfigError, load_config
+from gateway.telemetry import MULTIPROC_ENV, fresh_metrics_dir
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     try:
-        load_config(args.config)
+        config = load_config(args.config)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if args.workers > 1:
+        # Each worker counts into files here and /metrics sums them, so a
+        # scrape that lands on any worker sees the whole server.
+        os.environ[MULTIPROC_ENV] = str(fresh_metrics_dir(config.data_dir))
     os.environ[CONFIG_ENV] = args.config
     os.environ.setdefault("ROUTEGATE_LOG_LEVEL", args.log_level)
     uvicorn.run("gateway.app:create_app_from_env", factory=True, host=args.host, port=args.port,

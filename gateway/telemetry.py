@@ -5,22 +5,30 @@ the Prometheus metrics updated from the same record.
 
 The event is one JSON line on stderr (when the ``routegate.request`` logger
 is on, i.e. at log level info), so any log shipper can take it;
-``GET /metrics`` serves the metrics.
+``GET /metrics`` serves the metrics. With several workers
+(``routegate serve --workers N``) each one counts into files under
+``PROMETHEUS_MULTIPROC_DIR`` and every scrape sums all of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 
 logger = logging.getLogger("routegate.request")
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"   # read by prometheus_client at import
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
@@ -132,4 +140,17 @@ class Telemetry:
             self.events.emit(event)
 
     def render(self) -> bytes:
+        if os.environ.get(MULTIPROC_ENV):
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry)
+            return generate_latest(registry)
         return generate_latest(self.registry)
+
+
+def fresh_metrics_dir(data_dir: str) -> Path:
+    """An empty directory for the workers' metric files (a restart starts from zero,
+    as a single process does)."""
+    path = Path(data_dir) / "metrics"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
