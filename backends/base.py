@@ -59,7 +59,8 @@ class Completion:
     body: bytes
     data: dict[str, Any]
     usage: Usage | None
-    ttft_s: float
+    latency_s: float                 # the whole answer
+    ttft_s: float | None = None      # time to the first token, when the server measures it
     headers: dict[str, str] = field(default_factory=dict)
 
 

@@ -113,19 +113,23 @@ class OpenAICompatBackend:
         elapsed = time.perf_counter() - started
         usage = Usage.from_wire(data.get("usage"))
         self.stats.requests += 1
-        self._observe_timings(data.get("timings"), elapsed, usage)
-        return Completion(body=body, data=data, usage=usage, ttft_s=elapsed)
+        ttft = self._observe_timings(data.get("timings"), elapsed, usage)
+        return Completion(body=body, data=data, usage=usage, latency_s=elapsed, ttft_s=ttft)
 
-    def _observe_timings(self, timings: Any, elapsed: float, usage: Usage | None) -> None:
-        """llama.cpp reports prefill and decode times; use them when present."""
+    def _observe_timings(self, timings: Any, elapsed: float, usage: Usage | None) -> float | None:
+        """llama.cpp reports prefill and decode times; use them when present.
+        Returns the server's prefill time (its TTFT), if it gave one."""
         if isinstance(timings, dict) and "prompt_ms" in timings:
-            self.stats.observe_ttft(float(timings["prompt_ms"]) / 1000)
+            ttft = float(timings["prompt_ms"]) / 1000
+            self.stats.observe_ttft(ttft)
             per_token = timings.get("predicted_per_token_ms")
             if per_token:
                 self.stats.observe_tpot(float(per_token) / 1000)
-        elif usage and usage.completion_tokens > 1:
+            return ttft
+        if usage and usage.completion_tokens > 1:
             # Without server timings, attribute the whole time to decode: an upper bound.
             self.stats.observe_tpot(elapsed / usage.completion_tokens)
+        return None
 
     async def stream(self, call: UpstreamCall) -> HTTPChunkStream:
         meter = StreamMeter(self.stats)

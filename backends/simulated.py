@@ -95,9 +95,13 @@ class SimulatedBackend:
     async def complete(self, call: UpstreamCall) -> Completion:
         started = time.perf_counter()
         self.stats.in_flight += 1
+        first_at = 0.0
         try:
             async with asyncio.timeout(self._first_byte_s):
-                choices = [c async for c in self._chunks(call)]
+                choices = []
+                async for choice in self._chunks(call):
+                    first_at = first_at or time.perf_counter()
+                    choices.append(choice)
         except (SimFailure, TimeoutError) as exc:
             raise self._convert(exc) from None
         finally:
@@ -113,12 +117,12 @@ class SimulatedBackend:
             "usage": _usage(call.prompt_tokens, n_out),
         }
         elapsed = time.perf_counter() - started
+        ttft = first_at - started
         self.stats.requests += 1
-        if self.engine.stats.ttft_s:
-            self.stats.observe_ttft(self.engine.stats.ttft_s[-1])
+        self.stats.observe_ttft(ttft)
         if n_out > 1:
-            self.stats.observe_tpot(max(0.0, elapsed - self.engine.stats.ttft_s[-1]) / n_out)
-        return Completion(orjson.dumps(data), data, Usage(call.prompt_tokens, n_out), elapsed)
+            self.stats.observe_tpot(max(0.0, elapsed - ttft) / n_out)
+        return Completion(orjson.dumps(data), data, Usage(call.prompt_tokens, n_out), elapsed, ttft)
 
     async def stream(self, call: UpstreamCall) -> SimChunkStream:
         stream = SimChunkStream(self, call)

@@ -43,6 +43,14 @@ def test_ttft_is_prefill_time() -> None:
     assert 0.28 < long < 0.45   # 3,000 tokens at 10k tokens/s
 
 
+def test_non_streamed_answer_reports_ttft_apart_from_latency() -> None:
+    b = backend(prefill_tokens_per_s=10_000, tpot_ms=10)
+    done = asyncio.run(b.complete(call(1000, max_tokens=20)))
+    assert done.ttft_s is not None
+    assert 0.08 < done.ttft_s < 0.2              # prefill: 1,000 tokens at 10k tokens/s
+    assert done.latency_s > done.ttft_s + 0.1    # plus about 20 x 10 ms of decode
+
+
 def test_requests_beyond_max_batch_queue() -> None:
     async def run() -> list[float]:
         b = backend(max_batch=2, tpot_ms=20, output_tokens_mean=5, prefill_tokens_per_s=1e6)
@@ -61,7 +69,7 @@ def test_decode_slows_with_batch_size() -> None:
         b = backend(tpot_ms=10, batch_slowdown=0.5, max_batch=64, prefill_tokens_per_s=1e6)
         async def one() -> float:
             c = await b.complete(call(10, max_tokens=20))
-            return c.ttft_s
+            return c.latency_s
         durations = await asyncio.gather(*(one() for _ in range(concurrency)))
         return sum(durations) / len(durations)
     alone, crowded = asyncio.run(tpot(1)), asyncio.run(tpot(8))
