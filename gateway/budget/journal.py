@@ -31,6 +31,11 @@ log = logging.getLogger(__name__)
 _CLAIMED = ".replaying"
 
 
+# The model of an entry that only releases a hold: a reserve whose reply was
+# lost, for a request that was then refused. Nothing is billed or counted.
+RELEASE_ONLY = ""
+
+
 @dataclass(frozen=True)
 class JournalEntry:
     """One settled request: everything the settle script needs, nothing more."""

@@ -11,7 +11,8 @@
 -- ARGV: 1 day ttl  2 month ttl  3 ledger ttl  4 settled ttl (all in s), then
 --       six per request: request id, key id ('' = none), model,
 --       input tokens, output tokens, cost (nano-USD)
--- Reply: {team d m r, then per request 'settled'|'unreserved'|'duplicate'}
+--       (model '' = only release the request's hold, if any)
+-- Reply: {team d m r, then per request 'settled'|'unreserved'|'duplicate'|'released'}
 
 -- TPM counted the reserved tokens; correct the bucket to the real count
 -- unless that minute is already gone (then nobody reads it any more).
@@ -23,6 +24,12 @@ local function correct_tokens(r, input, output)
 end
 
 local function settle_one(rid, key, model, input, output, cost)
+  if model == '' then
+    -- Release only: a reserve whose reply the gateway never got, for a
+    -- request it then refused. Nothing is billed or counted.
+    take_reservation(rid)
+    return 'released'
+  end
   if redis.call('SISMEMBER', KEYS[8], rid) == 1 then
     -- A reserve retried after its settle left a stray hold: release it now
     -- rather than at its expiry. Nothing is billed again.
@@ -55,7 +62,7 @@ local billed = false
 for i = 5, #ARGV, 6 do
   local state = settle_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
                            ARGV[i + 5])
-  billed = billed or state ~= 'duplicate'
+  billed = billed or state == 'settled' or state == 'unreserved'
   states[#states + 1] = state
 end
 if billed then

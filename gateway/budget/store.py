@@ -39,13 +39,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from gateway.budget import overrides, usage
 from gateway.budget.config import BudgetSettings, Limits
 from gateway.budget.failopen import LocalAllowance
-from gateway.budget.journal import JournalEntry, SpendJournal
+from gateway.budget.journal import RELEASE_ONLY, JournalEntry, SpendJournal
 from gateway.budget.keys import Clock, KeySpace, Windows
 from gateway.budget.pricing import usd_to_nano
 from gateway.budget.rejections import budget_exceeded, fail_open_exceeded, rate_exceeded
 from gateway.budget.reservation import Reservation
 from gateway.budget.scripts import BudgetScripts, ReserveReply, ScopeFigures, SoftHard
-from gateway.errors import RateLimited, ServiceUnavailable
+from gateway.errors import GatewayError, RateLimited, ServiceUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -122,32 +122,44 @@ class BudgetStore:
         max output), counted against tpm until settle corrects it.
         """
         windows = self._keys.windows()
-        if not self._suspect_down():
-            try:
-                async with asyncio.timeout(CALL_TIMEOUT_S):
-                    reply = await self._scripts.reserve(
-                        request_id=request_id,
-                        team=team,
-                        windows=windows,
-                        amount=max_cost_nanousd,
-                        tokens=max_tokens,
-                        key_id=key_id,
-                        team_limits=team_limits,
-                        key_limits=key_limits,
-                    )
-            except REDIS_UNAVAILABLE as exc:
-                self._mark_down("reserve", exc)
-            else:
-                self._last_ok = time.monotonic()
+        tried = not self._suspect_down()
+        if tried:
+            reply = await self._reserve_in_redis(request_id, team, windows, max_cost_nanousd,
+                                                 max_tokens, key_id, team_limits, key_limits)
+            if reply is not None:
                 soft = self._remember(team, key_id, reply)
                 if not reply.ok:
                     raise self._rejection(reply, team, key_id, windows, max_cost_nanousd)
                 return Reservation(
                     request_id, team, key_id, model, max_cost_nanousd, max_tokens, windows, soft
                 )
-        return self._reserve_locally(
-            request_id, team, key_id, model, max_cost_nanousd, max_tokens, windows, team_limits
-        )
+        try:
+            return self._reserve_locally(
+                request_id, team, key_id, model, max_cost_nanousd, max_tokens, windows, team_limits
+            )
+        except GatewayError:
+            if tried:
+                # The script may have run before its reply was lost: have the
+                # reconciler release that hold rather than leave it to expire.
+                await self._journal(JournalEntry(request_id, team, key_id, RELEASE_ONLY,
+                                                 windows.day, windows.month, windows.minute,
+                                                 0, 0, 0))
+            raise
+
+    async def _reserve_in_redis(self, request_id: str, team: str, windows: Windows, amount: int,
+                                tokens: int, key_id: str | None, team_limits: Limits | None,
+                                key_limits: Limits | None) -> ReserveReply | None:
+        """The reserve script's reply, or None when Redis did not answer."""
+        try:
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                reply = await self._scripts.reserve(
+                    request_id=request_id, team=team, windows=windows, amount=amount,
+                    tokens=tokens, key_id=key_id, team_limits=team_limits, key_limits=key_limits)
+        except REDIS_UNAVAILABLE as exc:
+            self._mark_down("reserve", exc)
+            return None
+        self._last_ok = time.monotonic()
+        return reply
 
     async def settle(
         self,
@@ -184,10 +196,13 @@ class BudgetStore:
                 return
             except Exception as exc:  # noqa: BLE001 - billing must never fail the request
                 self._mark_down("settle", exc)
+        await self._journal(entry)
+
+    async def _journal(self, entry: JournalEntry) -> None:
         try:
             await self.journal.append(entry)
         except Exception:
-            log.exception("budget: could not journal spend of request %s: %s", entry.request_id, entry)
+            log.exception("budget: could not journal request %s: %s", entry.request_id, entry)
 
     async def _apply(self, entry: JournalEntry) -> None:
         windows = Windows(entry.day, entry.month, entry.minute)
