@@ -18,7 +18,8 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from gateway.errors import PayloadTooLarge
+from gateway.errors import MethodNotAllowed, PayloadTooLarge
+from gateway.exchange import new_request_id
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -133,9 +134,16 @@ class RouteGate:
         self._routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
+        if scope["type"] == "http":
             handler = self._routes.get(scope["path"])
             if handler is not None:
-                await handler(HTTPExchange(self, scope, receive, send))
+                http = HTTPExchange(self, scope, receive, send)
+                if scope["method"] == "POST":
+                    await handler(http)
+                else:
+                    error = MethodNotAllowed(f"{scope['path']} accepts POST only.")
+                    await http.respond(error.status_code, error.to_json(), {
+                        "allow": "POST",
+                        "x-request-id": new_request_id(http.headers.get("x-request-id"))})
                 return
         await self.api(scope, receive, send)

@@ -7,6 +7,7 @@
     ├── PermissionDenied              403     permission_error        (varies)
     ├── NotFound                      404     invalid_request_error   not_found
     │   └── ModelNotFound             404     invalid_request_error   model_not_found
+    ├── MethodNotAllowed              405     invalid_request_error   method_not_allowed
     ├── PayloadTooLarge               413     invalid_request_error   request_too_large
     ├── RateLimited                   429     rate_limit_error        rate_limit_exceeded
     │   └── QuotaExceeded             429     insufficient_quota      insufficient_quota
@@ -104,6 +105,12 @@ class ModelNotFound(NotFound):
             f"The model `{model}` does not exist or you do not have access to it.",
             param="model",
         )
+
+
+class MethodNotAllowed(GatewayError):
+    status_code = 405
+    error_type = "invalid_request_error"
+    default_code = "method_not_allowed"
 
 
 class PayloadTooLarge(GatewayError):

@@ -29,7 +29,7 @@ def gateway(llamacpp_url: str) -> Iterator[Gateway]:
                     "upstream_model": "gemma-3-270m", "context_window": 2048,
                     "max_output_tokens": 512,
                     "price": {"input_per_mtok": 0.01, "output_per_mtok": 0.02},
-                    "timeouts": {"first_byte_s": 30, "between_chunks_s": 10}}],
+                    "timeouts": {"first_byte_s": 120, "between_chunks_s": 30}}],
         "teams": [{"name": "test", "keys": [hashed(TEST_KEY)]}],
         "redis_url": "redis://127.0.0.1:6379/0",
         "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},

@@ -110,6 +110,14 @@ def test_oversized_chunked_body_is_413(gateway: Gateway) -> None:
     assert r.status_code == 413
 
 
+def test_wrong_method_on_chat_is_405(gateway: Gateway) -> None:
+    r = httpx.get(gateway.base_url + "/chat/completions",
+                  headers={"authorization": f"Bearer {TEST_KEY}"})
+    assert r.status_code == 405
+    assert r.headers["allow"] == "POST"
+    assert error_of(r)["code"] == "method_not_allowed"
+
+
 def test_upstream_failure_is_502(client: openai.OpenAI) -> None:
     with pytest.raises(openai.InternalServerError) as info:
         client.chat.completions.create(model="broken", messages=HELLO)
