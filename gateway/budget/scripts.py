@@ -236,10 +236,13 @@ class BudgetScripts:
             raw = await self._settle(keys=self._keys.settle_keys(batch.team, batch.windows),
                                      args=args)
             replies = SettleReply.parse_batch(raw)
-        except Exception as exc:  # every waiter learns, and journals its own entry
+        except BaseException as exc:  # every waiter learns, and journals its own entry
+            failure = exc if isinstance(exc, Exception) else ConnectionError("settle cancelled")
             for future in batch.futures:
                 if not future.done():
-                    future.set_exception(exc)
+                    future.set_exception(failure)
+            if failure is not exc:
+                raise
             return
         for future, reply in zip(batch.futures, replies, strict=True):
             if not future.done():
