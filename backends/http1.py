@@ -253,10 +253,11 @@ class _Connection(asyncio.Protocol):
 class ConnectionPool:
     """Idle keep-alive connections per origin, most recently used first."""
 
-    def __init__(self, keepalive_s: float = KEEPALIVE_S) -> None:
+    def __init__(self, keepalive_s: float = KEEPALIVE_S,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self._idle: dict[Origin, list[_Connection]] = {}
         self._keepalive_s = keepalive_s
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl = ssl_context   # None: the system's trust store, made on first use
 
     def _park(self, conn: _Connection) -> None:
         self._idle.setdefault(conn.origin, []).append(conn)

@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import pytest
+import trustme
 
 from backends.http1 import ConnectError, ConnectionPool, Origin, ProtocolError
 
@@ -27,7 +29,8 @@ Answer = Callable[[bytes], list[bytes] | None]   # request head+body -> raw writ
 
 
 @contextlib.asynccontextmanager
-async def raw_server(answer: Answer, close_after: int | None = None
+async def raw_server(answer: Answer, close_after: int | None = None,
+                     tls: ssl.SSLContext | None = None
                      ) -> AsyncIterator[tuple[Origin, list[int]]]:
     """Serve ``answer`` on loopback; yields the origin and the per-connection request counts."""
     counts: list[int] = []
@@ -58,10 +61,11 @@ async def raw_server(answer: Answer, close_after: int | None = None
         finally:
             writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=tls)
     port = server.sockets[0].getsockname()[1]
+    base = f"https://localhost:{port}" if tls else f"http://127.0.0.1:{port}"  # the cert's name
     try:
-        yield Origin.parse(f"http://127.0.0.1:{port}/v1"), counts
+        yield Origin.parse(base + "/v1"), counts
     finally:
         server.close()
 
@@ -196,3 +200,20 @@ async def test_large_body_is_flow_controlled_and_complete() -> None:
         await asyncio.sleep(0.2)                           # let the reader fill and pause
         assert await resp.read() == big
         pool.close()
+
+
+@synchronous
+async def test_tls_upstream_with_keep_alive() -> None:
+    ca = trustme.CA()
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(server_tls)
+    client_tls = ssl.create_default_context()
+    ca.configure_trust(client_tls)
+    async with raw_server(lambda raw: fixed(b'{"tls": true}'), tls=server_tls) as (origin, counts):
+        assert origin.scheme == "https"
+        pool = ConnectionPool(ssl_context=client_tls)
+        assert [await post(pool, origin) for _ in range(3)] == [(200, b'{"tls": true}')] * 3
+        pool.close()
+        with pytest.raises(ConnectionError):       # an untrusted certificate is refused
+            await post(ConnectionPool(), origin)
+    assert counts[0] == 3
