@@ -21,6 +21,7 @@ new day starts a new key: nothing is ever reset or overwritten at midnight.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +49,12 @@ class Windows:
 
     def seconds_left_in_minute(self, now_s: float) -> int:
         return max(1, int((self.minute + 1) * 60 - now_s + 0.999))
+
+    def previous_minute_weight(self, now_s: float) -> float:
+        """The share of the last 60 s that falls in the previous minute, rounded
+        down to 1e-4 (so a count that just fits is not refused by rounding)."""
+        elapsed = min(max(now_s - self.minute * 60, 0.0), 60.0)
+        return math.floor((60.0 - elapsed) / 60.0 * 10_000) / 10_000
 
 
 def _escape(name: str) -> str:
@@ -113,7 +120,8 @@ class KeySpace:
 
     def reserve_keys(self, team: str, w: Windows) -> list[str]:
         """KEYS of reserve.lua, in its order."""
-        return [*self._shared_keys(team, w), self.override(team)]
+        return [*self._shared_keys(team, w), self.override(team),
+                f"{self.tag(team)}:rl:{w.minute - 1}"]
 
     def settle_keys(self, team: str, w: Windows) -> list[str]:
         """KEYS of settle.lua, in its order."""

@@ -3,10 +3,12 @@
 Budget limits become ``QuotaExceeded`` (OpenAI's ``insufficient_quota``:
 retrying will not help until the window turns); rpm/tpm become
 ``RateLimited`` (``rate_limit_exceeded``) with a ``retry-after`` header for
-the start of the next minute.
+when the sliding window will have room, if nothing else arrives.
 """
 
 from __future__ import annotations
+
+import math
 
 from gateway.budget.pricing import usd
 from gateway.errors import QuotaExceeded, RateLimited
@@ -37,6 +39,29 @@ def budget_exceeded(
     )
 
 
+def rate_retry_after(*, now_count: int, previous_count: int, limit: int, need: int,
+                     elapsed_s: float) -> int:
+    """Seconds until ``need`` more fits the sliding window, if nothing else arrives.
+
+    The window counts this minute plus the previous minute weighted by the
+    share of the last 60 s it still covers. Either the previous minute's share
+    fades enough before this minute ends, or this minute becomes the previous
+    one and has to fade in turn.
+    """
+    def seconds(t: float) -> int:   # rounded first: 60 x (1 - 1/3) is 40.000000000000007
+        return max(1, math.ceil(round(t, 6)))
+
+    room = limit - need - now_count
+    if room >= 0 and previous_count > 0:
+        at = 60.0 * (1 - room / previous_count)          # seconds into this minute
+        if at <= 60.0:
+            return seconds(at - elapsed_s)
+    if need > limit:
+        return seconds(120.0 - elapsed_s)                # never fits; two windows from now
+    at_next = 60.0 * (1 - (limit - need) / now_count) if now_count else 0.0
+    return seconds(60.0 - elapsed_s + max(at_next, 0.0))
+
+
 def rate_exceeded(
     *,
     team: str,
@@ -50,7 +75,7 @@ def rate_exceeded(
     what = "requests" if limit_name == "rpm" else "tokens"
     return RateLimited(
         f"{_who(team, key_id, scope)} has reached its rate limit of {limit} {what} per "
-        f"minute ({current} used this minute). Retry after {retry_after_s} s.",
+        f"minute ({current} in the last 60 s). Retry after {retry_after_s} s.",
         headers={"retry-after": str(retry_after_s)},
     )
 

@@ -2,17 +2,26 @@
 -- limit of the team and (optionally) of its key.
 --
 -- KEYS: 1 T:res:exp  2 T:res  3 T:reserved  4 T:d:<day>  5 T:m:<month>
---       6 T:rl:<minute>  7 T:ovr
+--       6 T:rl:<minute>  7 T:ovr  8 T:rl:<minute - 1>
 -- ARGV: 1 request id  2 amount (nano-USD)  3 tokens (prompt + max output)
 --       4 key id ('' = none)  5 reservation ttl (ms)  6 minute-bucket ttl (s)
 --       7..12  team limits  dh ds mh ms rpm tpm  ('' = none)
 --       13..18 key limits   dh ds mh ms rpm tpm
+--       19 weight of the previous minute's bucket (the share of the last 60 s
+--          that falls in it: 1 at the start of this minute, 0 at its end)
 -- Reply: {ok (1|0), limit, scope, current, limit value,
---         team d m r, key d m r, team ds ms dh mh, key ds ms dh mh}
+--         team d m r, key d m r, team ds ms dh mh, key ds ms dh mh, previous}
 -- (limit values -1 = none). "current" is what already counts against the
--- limit that was hit: spent + reserved for budgets, the bucket for rates.
+-- limit that was hit: spent + reserved for budgets, this minute's bucket for
+-- rates, and "previous" the previous minute's bucket.
+--
+-- Rates are sliding windows: this minute's count plus the previous minute's
+-- scaled by how much of it is still inside the last 60 s, so a burst at the
+-- end of one minute and another at the start of the next cannot pass twice
+-- the limit.
 
 local rid, amount, tokens, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local prev_weight = tonumber(ARGV[19]) or 0
 local amount_n, tokens_n = tonumber(amount), tonumber(tokens)
 local names = {'dh', 'ds', 'mh', 'ms', 'rpm', 'tpm'}
 
@@ -32,18 +41,20 @@ end
 local function check(lim, fig, rate_prefix)
   local day, month, reserved = num(fig[1]), num(fig[2]), num(fig[3])
   if lim.dh and day + reserved + amount_n > lim.dh then
-    return {'daily', day + reserved, lim.dh}
+    return {'daily', day + reserved, lim.dh, 0}
   end
   if lim.mh and month + reserved + amount_n > lim.mh then
-    return {'monthly', month + reserved, lim.mh}
+    return {'monthly', month + reserved, lim.mh, 0}
   end
-  if lim.rpm then
-    local n = num(redis.call('HGET', KEYS[6], rate_prefix .. 'req'))
-    if n + 1 > lim.rpm then return {'rpm', n, lim.rpm} end
-  end
-  if lim.tpm then
-    local n = num(redis.call('HGET', KEYS[6], rate_prefix .. 'tok'))
-    if n + tokens_n > lim.tpm then return {'tpm', n, lim.tpm} end
+  for _, rate in ipairs({{'rpm', 'req', 1}, {'tpm', 'tok', tokens_n}}) do
+    local name, field, need = rate[1], rate_prefix .. rate[2], rate[3]
+    if lim[name] then
+      local now_n = num(redis.call('HGET', KEYS[6], field))
+      local prev_n = num(redis.call('HGET', KEYS[8], field))
+      if now_n + prev_n * prev_weight + need > lim[name] then
+        return {name, now_n, lim[name], prev_n}
+      end
+    end
   end
   return nil
 end
@@ -84,7 +95,7 @@ local key_lim = {}
 local key_fig = {'0', '0', '0'}
 if key ~= '' then key_lim = limits('k:' .. key, 13) end
 
-local verdict = {1, '', '', 0, 0}
+local verdict = {1, '', '', 0, 0, 0}
 local t, key_read = nil, false
 -- A retried reserve (lost reply) finds its own reservation: not counted twice.
 if redis.call('HEXISTS', KEYS[2], rid) == 0 then
@@ -98,7 +109,7 @@ if redis.call('HEXISTS', KEYS[2], rid) == 0 then
     scope = 'key'
   end
   if hit then
-    verdict = {0, hit[1], scope, hit[2], hit[3]}
+    verdict = {0, hit[1], scope, hit[2], hit[3], hit[4]}
   else
     record(now)
     -- Only the holds changed since the figures were read.
@@ -113,5 +124,5 @@ return {
   verdict[1], verdict[2], verdict[3], verdict[4], verdict[5],
   t[1], t[2], t[3], key_fig[1], key_fig[2], key_fig[3],
   v(team_lim.ds), v(team_lim.ms), v(team_lim.dh), v(team_lim.mh),
-  v(key_lim.ds), v(key_lim.ms), v(key_lim.dh), v(key_lim.mh),
+  v(key_lim.ds), v(key_lim.ms), v(key_lim.dh), v(key_lim.mh), verdict[6],
 }

@@ -124,6 +124,7 @@ class ReserveReply:
     key: ScopeFigures
     team_limits: SoftHard
     key_limits: SoftHard
+    previous: int = 0  # for a rate limit hit: the previous minute's count
 
     @classmethod
     def parse(cls, raw: list[Any]) -> ReserveReply:
@@ -138,6 +139,7 @@ class ReserveReply:
             key=ScopeFigures(*n[5:8]),
             team_limits=SoftHard(*(_opt(x) for x in n[8:12])),
             key_limits=SoftHard(*(_opt(x) for x in n[12:16])),
+            previous=n[16],
         )
 
 
@@ -179,9 +181,10 @@ class BudgetScripts:
         key_id: str | None,
         team_limits: Limits | None,
         key_limits: Limits | None,
+        previous_weight: float,
     ) -> ReserveReply:
         args = [request_id, amount, tokens, key_id or "", self._ttl_ms, MINUTE_TTL_S]
-        args += [*_limit_args(team_limits), *_limit_args(key_limits)]
+        args += [*_limit_args(team_limits), *_limit_args(key_limits), f"{previous_weight:.4f}"]
         raw = await self._reserve(keys=self._keys.reserve_keys(team, windows), args=args)
         return ReserveReply.parse(raw)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,12 @@ from gateway.budget.failopen import LocalAllowance
 from gateway.budget.journal import RELEASE_ONLY, JournalEntry, SpendJournal
 from gateway.budget.keys import Clock, KeySpace, Windows
 from gateway.budget.pricing import usd_to_nano
-from gateway.budget.rejections import budget_exceeded, fail_open_exceeded, rate_exceeded
+from gateway.budget.rejections import (
+    budget_exceeded,
+    fail_open_exceeded,
+    rate_exceeded,
+    rate_retry_after,
+)
 from gateway.budget.reservation import Reservation
 from gateway.budget.scripts import BudgetScripts, ReserveReply, ScopeFigures, SoftHard
 from gateway.errors import GatewayError, RateLimited, ServiceUnavailable
@@ -121,15 +127,17 @@ class BudgetStore:
         ``max_tokens`` is the request's worst-case token count (prompt plus
         max output), counted against tpm until settle corrects it.
         """
-        windows = self._keys.windows()
+        now = self._keys.clock()
+        windows = self._keys.windows(now)
         tried = not self._suspect_down()
         if tried:
-            reply = await self._reserve_in_redis(request_id, team, windows, max_cost_nanousd,
+            reply = await self._reserve_in_redis(request_id, team, windows, now, max_cost_nanousd,
                                                  max_tokens, key_id, team_limits, key_limits)
             if reply is not None:
                 soft = self._remember(team, key_id, reply)
                 if not reply.ok:
-                    raise self._rejection(reply, team, key_id, windows, max_cost_nanousd)
+                    raise self._rejection(reply, team, key_id, windows, now, max_cost_nanousd,
+                                          max_tokens)
                 return Reservation(
                     request_id, team, key_id, model, max_cost_nanousd, max_tokens, windows, soft
                 )
@@ -146,15 +154,17 @@ class BudgetStore:
                                                  0, 0, 0))
             raise
 
-    async def _reserve_in_redis(self, request_id: str, team: str, windows: Windows, amount: int,
-                                tokens: int, key_id: str | None, team_limits: Limits | None,
-                                key_limits: Limits | None) -> ReserveReply | None:
+    async def _reserve_in_redis(self, request_id: str, team: str, windows: Windows, now: float,
+                                amount: int, tokens: int, key_id: str | None,
+                                team_limits: Limits | None, key_limits: Limits | None
+                                ) -> ReserveReply | None:
         """The reserve script's reply, or None when Redis did not answer."""
         try:
             async with asyncio.timeout(CALL_TIMEOUT_S):
                 reply = await self._scripts.reserve(
                     request_id=request_id, team=team, windows=windows, amount=amount,
-                    tokens=tokens, key_id=key_id, team_limits=team_limits, key_limits=key_limits)
+                    tokens=tokens, key_id=key_id, team_limits=team_limits, key_limits=key_limits,
+                    previous_weight=windows.previous_minute_weight(now))
         except REDIS_UNAVAILABLE as exc:
             self._mark_down("reserve", exc)
             return None
@@ -241,9 +251,8 @@ class BudgetStore:
             self._soft[(team, key_id)] = soft
         return soft
 
-    def _rejection(
-        self, reply: ReserveReply, team: str, key_id: str | None, windows: Windows, amount: int
-    ) -> RateLimited:
+    def _rejection(self, reply: ReserveReply, team: str, key_id: str | None, windows: Windows,
+                   now: float, amount: int, tokens: int) -> RateLimited:
         if reply.limit in ("daily", "monthly"):
             return budget_exceeded(
                 team=team,
@@ -254,14 +263,17 @@ class BudgetStore:
                 limit=reply.limit_value,
                 amount=amount,
             )
+        weight = windows.previous_minute_weight(now)
         return rate_exceeded(
             team=team,
             key_id=key_id,
             scope=reply.scope,
             limit_name=reply.limit,
-            current=reply.current,
+            current=reply.current + math.floor(reply.previous * weight),
             limit=reply.limit_value,
-            retry_after_s=windows.seconds_left_in_minute(self._keys.clock()),
+            retry_after_s=rate_retry_after(
+                now_count=reply.current, previous_count=reply.previous, limit=reply.limit_value,
+                need=1 if reply.limit == "rpm" else tokens, elapsed_s=now - windows.minute * 60),
         )
 
     def _suspect_down(self) -> bool:

@@ -145,9 +145,14 @@ def test_rpm_and_tpm_limits_with_retry_after(tmp_path: Path, prefix: str) -> Non
             "rate_limit_exceeded",
             "rate_limit_error",
         )
-        assert err.headers["retry-after"] == "45"
+        # a sliding window: 45 s to this minute's end, then 20 s for its three
+        # requests to fade to two
+        assert err.headers["retry-after"] == "65"
         assert "3 requests per minute" in err.message
-        clock.now += 60  # next minute bucket
+        clock.now += 60  # next minute: the previous three still weigh 3 x 0.75
+        with pytest.raises(RateLimited):
+            await reserve(store, "r4", 1, limits=rpm)
+        clock.now += 5   # 20 s in: 3 x 2/3 + 1 fits
         await reserve(store, "r4", 1, limits=rpm)
 
         tpm = Limits(tpm=150)
@@ -261,3 +266,24 @@ def test_budget_keys_always_carry_an_expiry(tmp_path: Path, prefix: str) -> None
         assert keys and all([await client.pttl(k) > 0 for k in keys])
 
     run(tmp_path, prefix, body)
+
+
+def test_rate_limits_slide_across_the_minute_boundary(tmp_path: Path, prefix: str) -> None:
+    """A burst at the end of one minute and another at the start of the next
+    cannot pass twice the limit (fixed minute buckets would let both through)."""
+    clock = FakeClock("2026-11-29T10:00:55")
+
+    async def body(store: BudgetStore, client: Any) -> None:
+        rpm = Limits(rpm=4)
+        for i in range(4):
+            await reserve(store, f"a{i}", 1, limits=rpm)
+        clock.now += 7   # 10:01:02, a new minute bucket
+        with pytest.raises(RateLimited) as caught:
+            await reserve(store, "b0", 1, limits=rpm)
+        assert caught.value.headers["retry-after"] == "13"   # 4 x 45/60 + 1 fits at 10:01:15
+        clock.now += 13
+        await reserve(store, "b0", 1, limits=rpm)
+        with pytest.raises(RateLimited):
+            await reserve(store, "b1", 1, limits=rpm)
+
+    run(tmp_path, prefix, body, clock=clock)

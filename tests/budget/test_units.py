@@ -6,9 +6,10 @@ import pytest
 from pydantic import ValidationError
 
 from gateway.budget.config import BudgetSettings, Limits
-from gateway.budget.keys import KeySpace
+from gateway.budget.keys import KeySpace, Windows
 from gateway.budget.pricing import cost_nanousd, usd, usd_to_nano
 from gateway.budget.redis_client import cluster_url
+from gateway.budget.rejections import rate_retry_after
 from gateway.budget.scripts import ReserveReply, ScopeFigures, SoftHard, limit_values
 from tests.budget.conftest import FakeClock
 
@@ -94,7 +95,7 @@ def test_cluster_url(url: str, expected: tuple[str, bool]) -> None:
 
 
 def test_reply_parsing_and_soft_limits() -> None:
-    raw = [0, b"daily", b"key", 90, 100, 10, 20, 5, 1, 2, 3, 12, -1, 100, -1, -1, -1, 50, -1]
+    raw = [0, b"daily", b"key", 90, 100, 10, 20, 5, 1, 2, 3, 12, -1, 100, -1, -1, -1, 50, -1, 0]
     reply = ReserveReply.parse(raw)
     assert (reply.ok, reply.limit, reply.scope, reply.current, reply.limit_value) == (
         False,
@@ -108,3 +109,34 @@ def test_reply_parsing_and_soft_limits() -> None:
     assert reply.team_limits.soft_reached(reply.team)  # 10 + 5 >= 12
     assert not reply.key_limits.soft_reached(reply.key)
     assert limit_values(Limits(daily_hard_usd=1.5, rpm=7)) == {"dh": 1_500_000_000, "rpm": 7}
+
+
+@pytest.mark.parametrize(
+    ("now_count", "previous_count", "limit", "need", "elapsed_s", "expected"),
+    [
+        (3, 0, 3, 1, 15, 65),     # full this minute: wait for it to become the previous one
+        (0, 3, 3, 1, 5, 15),      # the previous minute's share fades to 2 by 20 s in
+        (1, 3, 3, 1, 30, 10),     # at 40 s: 1 + 3 x 1/3 + 1 = 3 fits
+        (0, 0, 150, 200, 10, 110),  # never fits: two windows from now
+    ],
+)
+def test_rate_retry_after_is_when_the_sliding_window_has_room(
+        now_count: int, previous_count: int, limit: int, need: int, elapsed_s: float,
+        expected: int) -> None:
+    got = rate_retry_after(now_count=now_count, previous_count=previous_count, limit=limit,
+                           need=need, elapsed_s=elapsed_s)
+    assert got == expected
+    # and the window really has room then (and not a second earlier, unless it is 1 s)
+    def fits(t: float) -> bool:
+        if t < 60:
+            return now_count + previous_count * (60 - t) / 60 + need <= limit + 1e-9
+        return now_count * (120 - t) / 60 + need <= limit + 1e-9
+    if need <= limit:
+        assert fits(elapsed_s + got) and (got == 1 or not fits(elapsed_s + got - 1))
+
+
+def test_previous_minute_weight() -> None:
+    w = Windows("2026-11-29", "2026-11", minute=1000)
+    assert w.previous_minute_weight(1000 * 60) == 1.0
+    assert w.previous_minute_weight(1000 * 60 + 20) == 0.6666   # rounded down
+    assert w.previous_minute_weight(1000 * 60 + 60) == 0.0
