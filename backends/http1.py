@@ -147,7 +147,6 @@ class _Connection(asyncio.Protocol):
         self.headers_ready: asyncio.Future[None] | None = None
         self.closed = False
         self.idle_since = time.monotonic()
-        self.used = False            # has served a response before
         self._keep_alive = False
 
     # -- asyncio protocol --------------------------------------------------
@@ -238,7 +237,6 @@ class _Connection(asyncio.Protocol):
         self.response = None
         self.headers_ready = None
         if self._keep_alive and not self.closed:
-            self.used = True
             self.idle_since = time.monotonic()
             self.pool._park(self)
         else:
