@@ -10,8 +10,30 @@ from __future__ import annotations
 
 import math
 
+from gateway.budget.keys import Windows
 from gateway.budget.pricing import usd
+from gateway.budget.scripts import ReserveReply
 from gateway.errors import QuotaExceeded, RateLimited
+
+
+def refusal(reply: ReserveReply, *, team: str, key_id: str | None, windows: Windows, now: float,
+            amount: int, tokens: int) -> RateLimited:
+    """The 429 for a reserve the script refused (``reply.ok`` is false)."""
+    if reply.limit in ("daily", "monthly"):
+        return budget_exceeded(team=team, key_id=key_id, scope=reply.scope, window=reply.limit,
+                               committed=reply.current, limit=reply.limit_value, amount=amount)
+    weight = windows.previous_minute_weight(now)
+    return rate_exceeded(
+        team=team,
+        key_id=key_id,
+        scope=reply.scope,
+        limit_name=reply.limit,
+        current=reply.current + math.floor(reply.previous * weight),
+        limit=reply.limit_value,
+        retry_after_s=rate_retry_after(
+            now_count=reply.current, previous_count=reply.previous, limit=reply.limit_value,
+            need=1 if reply.limit == "rpm" else tokens, elapsed_s=now - windows.minute * 60),
+    )
 
 
 def _who(team: str, key_id: str | None, scope: str) -> str:

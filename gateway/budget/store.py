@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -43,15 +42,10 @@ from gateway.budget.failopen import LocalAllowance
 from gateway.budget.journal import RELEASE_ONLY, JournalEntry, SpendJournal
 from gateway.budget.keys import Clock, KeySpace, Windows
 from gateway.budget.pricing import usd_to_nano
-from gateway.budget.rejections import (
-    budget_exceeded,
-    fail_open_exceeded,
-    rate_exceeded,
-    rate_retry_after,
-)
+from gateway.budget.rejections import fail_open_exceeded, rate_exceeded, refusal
 from gateway.budget.reservation import Reservation
 from gateway.budget.scripts import BudgetScripts, ReserveReply, ScopeFigures, SoftHard
-from gateway.errors import GatewayError, RateLimited, ServiceUnavailable
+from gateway.errors import GatewayError, ServiceUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +130,8 @@ class BudgetStore:
             if reply is not None:
                 soft = self._remember(team, key_id, reply)
                 if not reply.ok:
-                    raise self._rejection(reply, team, key_id, windows, now, max_cost_nanousd,
-                                          max_tokens)
+                    raise refusal(reply, team=team, key_id=key_id, windows=windows, now=now,
+                                  amount=max_cost_nanousd, tokens=max_tokens)
                 return Reservation(
                     request_id, team, key_id, model, max_cost_nanousd, max_tokens, windows, soft
                 )
@@ -250,31 +244,6 @@ class BudgetStore:
             soft = team_soft or reply.key_limits.soft_reached(reply.key)
             self._soft[(team, key_id)] = soft
         return soft
-
-    def _rejection(self, reply: ReserveReply, team: str, key_id: str | None, windows: Windows,
-                   now: float, amount: int, tokens: int) -> RateLimited:
-        if reply.limit in ("daily", "monthly"):
-            return budget_exceeded(
-                team=team,
-                key_id=key_id,
-                scope=reply.scope,
-                window=reply.limit,
-                committed=reply.current,
-                limit=reply.limit_value,
-                amount=amount,
-            )
-        weight = windows.previous_minute_weight(now)
-        return rate_exceeded(
-            team=team,
-            key_id=key_id,
-            scope=reply.scope,
-            limit_name=reply.limit,
-            current=reply.current + math.floor(reply.previous * weight),
-            limit=reply.limit_value,
-            retry_after_s=rate_retry_after(
-                now_count=reply.current, previous_count=reply.previous, limit=reply.limit_value,
-                need=1 if reply.limit == "rpm" else tokens, elapsed_s=now - windows.minute * 60),
-        )
 
     def _suspect_down(self) -> bool:
         return time.monotonic() < self._down_until
