@@ -15,17 +15,24 @@ import sys
 from classifiers import commands as classifier_commands
 from gateway.app import CONFIG_ENV, DEFAULT_CONFIG
 from gateway.auth import hash_key
-from gateway.config import ConfigError, load_config
+from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.telemetry import MULTIPROC_ENV, fresh_metrics_dir
+
+
+def _load(path: str) -> GatewayConfig | None:
+    """The config, or None after printing every error with its key path."""
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
+    config = _load(args.config)
+    if config is None:
         return 2
     if args.workers > 1:
         # Each worker counts into files here and /metrics sums them, so a
@@ -40,10 +47,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.path)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
+    config = _load(args.path)
+    if config is None:
         return 2
     print(f"{args.path}: ok ({len(config.models)} models, {len(config.teams)} teams, "
           f"auto policy {config.routing.auto_policy})")
