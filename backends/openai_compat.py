@@ -8,7 +8,7 @@ httptools: on this 2-core machine a pass-through proxy did about 2,100 req/s
 with aiohttp against about 410 with httpx, and aiohttp's session was still
 about a quarter of routegate's CPU per request. One connection pool is
 shared by all backends. Timeouts are separate for connect, first byte and
-between chunks. Every failure leaves here as a ``gateway.errors`` exception
+between chunks. Every failure leaves here as a ``core.errors`` exception
 whose message names the model, never the URL or key.
 """
 
@@ -27,8 +27,8 @@ from backends.base import Completion, LiveStats, UpstreamCall, Usage
 from backends.http1 import ConnectError, ConnectionPool, Origin, Response
 from backends.sse import EventSplitter, SSEEvent
 from backends.stream import MeteredStream, StreamMeter
-from gateway.config import ModelConfig
-from gateway.errors import (
+from core.config import ModelConfig
+from core.errors import (
     GatewayError,
     UpstreamError,
     UpstreamRejected,

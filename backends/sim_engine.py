@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.sim_content import Draft, draft_answer
-from gateway.config import SimulateConfig
+from core.config import SimulateConfig
 
 
 class SimFailure(Exception):

@@ -31,8 +31,8 @@ from starlette.routing import Route
 from backends.base import UpstreamCall
 from backends.simulated import SimulatedBackend
 from classifiers.length import counter_for
-from gateway.config import ModelConfig, Price, SimulateConfig, Timeouts
-from gateway.errors import GatewayError
+from core.config import ModelConfig, Price, SimulateConfig, Timeouts
+from core.errors import GatewayError
 
 PROFILES: dict[str, dict[str, Any]] = {
     "error": {"error_rate": 1.0},

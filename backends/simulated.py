@@ -23,8 +23,8 @@ from backends.base import Completion, LiveStats, UpstreamCall, Usage
 from backends.sim_engine import SimEngine, SimFailure
 from backends.sse import DONE, SSEEvent
 from backends.stream import MeteredStream, StreamMeter
-from gateway.config import ModelConfig, SimulateConfig
-from gateway.errors import GatewayError, UpstreamError, UpstreamTimeout
+from core.config import ModelConfig, SimulateConfig
+from core.errors import GatewayError, UpstreamError, UpstreamTimeout
 
 
 def _envelope(cid: str, created: int, model: str, choice: dict[str, Any] | None,

@@ -23,9 +23,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
+from core.config import GatewayConfig, load_config
+from core.errors import GatewayError, InvalidRequest, NotFound
 from gateway.asgi import RouteGate
-from gateway.config import GatewayConfig, load_config
-from gateway.errors import GatewayError, InvalidRequest, NotFound
 from gateway.exchange import new_request_id
 from gateway.reload import reload_teams, watch_config
 from gateway.routes import admin, chat, meta, usage

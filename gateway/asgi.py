@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from gateway.errors import MethodNotAllowed, PayloadTooLarge
+from core.errors import MethodNotAllowed, PayloadTooLarge
 from gateway.exchange import new_request_id
 
 Scope = dict[str, Any]

@@ -11,8 +11,8 @@ import hmac
 import os
 from dataclasses import dataclass
 
-from gateway.config import GatewayConfig, KeyConfig, TeamConfig
-from gateway.errors import AuthenticationFailed
+from core.config import GatewayConfig, KeyConfig, TeamConfig
+from core.errors import AuthenticationFailed
 
 
 def hash_key(key: str) -> str:

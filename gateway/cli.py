@@ -13,9 +13,9 @@ import os
 import sys
 
 from classifiers import commands as classifier_commands
+from core.config import ConfigError, GatewayConfig, load_config
 from gateway.app import CONFIG_ENV, DEFAULT_CONFIG
 from gateway.auth import hash_key
-from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.telemetry import MULTIPROC_ENV, fresh_metrics_dir
 
 

@@ -10,8 +10,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from core.errors import AuthenticationFailed
 from gateway.auth import Caller, admin_key_matches
-from gateway.errors import AuthenticationFailed
 from gateway.state import AppState
 
 

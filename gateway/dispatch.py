@@ -14,8 +14,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from backends.base import ChunkStream, Completion, UpstreamCall
-from gateway.config import ModelConfig
-from gateway.errors import GatewayError
+from core.config import ModelConfig
+from core.errors import GatewayError
 from gateway.features import RequestFeatures
 from gateway.request import ChatRequest
 from policies import Decision

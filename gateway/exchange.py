@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from backends.base import Usage
+from core.config import ModelConfig
+from core.errors import GatewayError
 from gateway.auth import Caller
-from gateway.config import ModelConfig
-from gateway.errors import GatewayError
 from gateway.spend import settle_budget
 from gateway.telemetry import RequestRecord
 

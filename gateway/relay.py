@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from backends.base import ChunkStream, Usage
-from gateway.config import ModelConfig
-from gateway.errors import GatewayError
+from core.config import ModelConfig
+from core.errors import GatewayError
 from gateway.exchange import Exchange
 from gateway.features import RequestFeatures
 from gateway.request import ChatRequest

@@ -14,8 +14,8 @@ import logging
 import os
 from typing import Any
 
+from core.config import ConfigError, load_config
 from gateway.auth import KeyRing
-from gateway.config import ConfigError, load_config
 from gateway.state import AppState
 
 logger = logging.getLogger("routegate.reload")

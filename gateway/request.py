@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 
-from gateway.errors import InvalidRequest, MalformedJSON, PayloadTooLarge
+from core.errors import InvalidRequest, MalformedJSON, PayloadTooLarge
 
 AUTO = "auto"
 QUALITY_HEADER = "x-routegate-quality"

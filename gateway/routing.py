@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from backends.base import Backend, LiveStats
+from backends.base import Backend
+from core.config import GatewayConfig, ModelConfig
+from core.errors import InvalidRequest, ModelNotFound
+from core.types import LiveStats
 from gateway.auth import Caller
-from gateway.config import GatewayConfig, ModelConfig
-from gateway.errors import InvalidRequest, ModelNotFound
 from gateway.features import DEFAULT_EXPECTED_OUTPUT, RequestFeatures
 from gateway.request import ChatRequest
 from policies import Candidate, Decision, Policy, RouteContext, get_policy
@@ -66,7 +67,7 @@ class Router:
         self.config = config
         self.backends = backends
         self.classifier = classifier
-        self.auto_policy: Policy = get_policy(config.routing.auto_policy, config, classifier)
+        self.auto_policy: Policy = get_policy(config.routing.auto_policy, config)
         self.encodings = {m.tokenizer for m in config.models}
         self._models = {m.name: m for m in config.models}   # a dict: looked up per request
 
@@ -80,9 +81,11 @@ class Router:
         model = self._models.get(chat.model)
         return model is not None and model.backend == "simulated"
 
-    def predicted_quality(self, model: ModelConfig, features: RequestFeatures) -> float | None:
+    def predicted_quality(self, model: ModelConfig, features: RequestFeatures) -> float:
+        """P(correct) of ``model`` on this prompt: the one place it is computed.
+        Without a score (classifier off, or not needed) it is the model's ability."""
         if features.score is None or self.classifier is None:
-            return None
+            return model.ability
         return self.classifier.p_correct(features.score, model.ability, model.family)
 
     def _candidate(self, model: ModelConfig, features: RequestFeatures) -> Candidate:
@@ -90,8 +93,8 @@ class Router:
         out = min(features.expected_output_tokens, model.max_output_tokens)
         stats = self.backends[model.name].stats
         ttft, tpot = predicted_timing(model, stats, prompt)
-        return Candidate(model, stats, predicted_cost(model, prompt, out), ttft, tpot,
-                         ttft + tpot * out)
+        return Candidate(model, stats, self.predicted_quality(model, features),
+                         predicted_cost(model, prompt, out), ttft, tpot, ttft + tpot * out)
 
     def _fits(self, model: ModelConfig, chat: ChatRequest, features: RequestFeatures) -> bool:
         out = chat.max_tokens or 1
@@ -136,6 +139,7 @@ class Router:
         ctx = RouteContext(
             prompt_tokens=max(features.token_counts.values()),
             expected_output_tokens=features.expected_output_tokens, pool=pool,
-            quality_target=quality, score=features.score, soft_limited=soft_limited,
+            quality_target=quality, soft_limited=soft_limited,
+            confidence=None if features.score is None else features.score.confidence,
             has_tools=chat.has_tools, has_response_format=chat.has_response_format)
         return self.auto_policy.choose(ctx, fitting)

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from backends.base import Usage
-from gateway.budget import cost_nanousd
-from gateway.config import ModelConfig
+from budget import cost_nanousd
+from core.config import ModelConfig
 from gateway.features import RequestFeatures
 from gateway.request import ChatRequest
 from policies import Decision

@@ -23,11 +23,11 @@ from backends.base import Backend
 from backends.http1 import ConnectionPool
 from backends.openai_compat import OpenAICompatBackend
 from backends.simulated import SimulatedBackend
+from budget import BudgetStore, RedisHandle, open_redis
 from classifiers.complexity import ComplexityModel
 from classifiers.length import counter_for
+from core.config import GatewayConfig, ModelConfig
 from gateway.auth import Caller, KeyRing
-from gateway.budget import BudgetStore, RedisHandle, open_redis
-from gateway.config import GatewayConfig, ModelConfig
 from gateway.routing import Router
 from gateway.telemetry import Telemetry
 

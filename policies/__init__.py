@@ -5,16 +5,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from gateway.config import GatewayConfig
+from core.config import GatewayConfig
 from policies.base import Candidate, Decision, Policy, PolicyFactory, RouteContext
 from policies.cheapest import CheapestPolicy
 from policies.cost_quality import CostQualityPolicy
 from policies.fixed import FixedPolicy
-
-if TYPE_CHECKING:
-    from classifiers.complexity import ComplexityModel
 
 POLICIES: dict[str, PolicyFactory] = {
     "cheapest": CheapestPolicy,
@@ -23,13 +18,12 @@ POLICIES: dict[str, PolicyFactory] = {
 }
 
 
-def get_policy(name: str, config: GatewayConfig, classifier: ComplexityModel | None = None
-               ) -> Policy:
+def get_policy(name: str, config: GatewayConfig) -> Policy:
     try:
         factory = POLICIES[name]
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; known: {sorted(POLICIES)}") from None
-    return factory(config, classifier)
+    return factory(config)
 
 
 __all__ = ["Candidate", "Decision", "Policy", "RouteContext", "POLICIES", "get_policy"]

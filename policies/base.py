@@ -12,13 +12,10 @@ the live backend stats; it never does I/O. Candidates arrive already filtered
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from backends.base import LiveStats
-from gateway.config import GatewayConfig, ModelConfig
-
-if TYPE_CHECKING:
-    from classifiers.complexity import ComplexityModel, PromptScore
+from core.config import GatewayConfig, ModelConfig
+from core.types import LiveStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +24,7 @@ class RouteContext:
     expected_output_tokens: int
     pool: str
     quality_target: float
-    score: PromptScore | None = None
+    confidence: float | None = None    # the classifier's, when it scored the prompt
     soft_limited: bool = False
     has_tools: bool = False
     has_response_format: bool = False
@@ -37,6 +34,7 @@ class RouteContext:
 class Candidate:
     model: ModelConfig
     stats: LiveStats
+    p_correct: float           # predicted P(correct), computed once by the router
     cost_usd: float            # predicted, at the expected output length
     ttft_s: float              # predicted time to first token (queue + prefill)
     tpot_s: float              # predicted time per output token
@@ -55,7 +53,6 @@ class Decision:
     predicted_latency_s: float | None = None
     predicted_quality: float | None = None
     confidence: float | None = None
-    alternatives: tuple[str, ...] = ()
     fallbacks: tuple[str, ...] = field(default=())
 
 
@@ -66,5 +63,4 @@ class Policy(Protocol):
 
 
 class PolicyFactory(Protocol):
-    def __call__(self, config: GatewayConfig, classifier: ComplexityModel | None = None
-                 ) -> Policy: ...
+    def __call__(self, config: GatewayConfig) -> Policy: ...

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.config import GatewayConfig
+from core.config import GatewayConfig
 from policies.base import Candidate, Decision, RouteContext
 
 
@@ -14,7 +14,7 @@ def by_cost(candidates: list[Candidate]) -> list[Candidate]:
 class CheapestPolicy:
     name = "cheapest"
 
-    def __init__(self, config: GatewayConfig, classifier: object = None) -> None:
+    def __init__(self, config: GatewayConfig) -> None:
         self.max_attempts = config.routing.max_attempts
 
     def choose(self, ctx: RouteContext, candidates: list[Candidate]) -> Decision:
@@ -25,6 +25,5 @@ class CheapestPolicy:
             reason="cheapest-fit",
             predicted_cost_usd=best.cost_usd,
             predicted_latency_s=best.latency_s,
-            alternatives=tuple(c.name for c in ranked[1:]),
             fallbacks=tuple(c.name for c in ranked[1 : self.max_attempts]),
         )

@@ -1,6 +1,6 @@
 """``cost_quality``: the cheapest candidate that will most likely answer correctly.
 
-    P(correct | prompt, model) = classifier.p_correct(score, model.ability, model.family)
+    P(correct | prompt, model): ``Candidate.p_correct``, computed by the router
     choose the cheapest candidate with P >= quality target
            (interactive pool: among those whose predicted latency meets the SLO first)
     none qualifies -> the best value: argmax P - kappa * cost / max cost (policies/selection.py)
@@ -14,32 +14,22 @@ Above a team's soft budget limit the target drops by
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from gateway.config import GatewayConfig
+from core.config import GatewayConfig
 from policies.base import Candidate, Decision, RouteContext
 from policies.selection import select
-
-if TYPE_CHECKING:
-    from classifiers.complexity import ComplexityModel
 
 
 class CostQualityPolicy:
     name = "cost_quality"
 
-    def __init__(self, config: GatewayConfig, classifier: ComplexityModel | None = None) -> None:
-        self.classifier = classifier
+    def __init__(self, config: GatewayConfig) -> None:
         self.max_attempts = config.routing.max_attempts
         self.soft_drop = config.budget.soft_limit_quality_drop
         self.kappa = config.routing.unreachable_price_weight
         slo = config.pools.interactive
         self.slo_ttft_s = slo.ttft_ms / 1000
         self.slo_tpot_s = slo.tpot_ms / 1000
-
-    def quality(self, ctx: RouteContext, c: Candidate) -> float:
-        if ctx.score is None or self.classifier is None:
-            return c.model.ability
-        return self.classifier.p_correct(ctx.score, c.model.ability, c.model.family)
 
     def meets_slo(self, ctx: RouteContext, c: Candidate) -> bool:
         if ctx.pool != "interactive":
@@ -48,7 +38,7 @@ class CostQualityPolicy:
 
     def choose(self, ctx: RouteContext, candidates: list[Candidate]) -> Decision:
         target = ctx.quality_target - (self.soft_drop if ctx.soft_limited else 0.0)
-        q = [self.quality(ctx, c) for c in candidates]
+        q = [c.p_correct for c in candidates]
         # Interactive traffic first looks among models predicted to meet the SLO.
         fast = [i for i, c in enumerate(candidates) if self.meets_slo(ctx, c)]
         pick, met = self._select(candidates, q, target, fast) if fast else (0, False)
@@ -67,9 +57,7 @@ class CostQualityPolicy:
         return Decision(
             model=best.name, reason=reason, predicted_cost_usd=best.cost_usd,
             predicted_latency_s=best.latency_s, predicted_quality=round(q[pick], 4),
-            confidence=None if ctx.score is None else round(ctx.score.confidence, 4),
-            alternatives=tuple(f"{c.name}:{qi:.3f}:{c.cost_usd:.2e}"
-                               for c, qi in zip(candidates, q, strict=True) if c is not best),
+            confidence=None if ctx.confidence is None else round(ctx.confidence, 4),
             fallbacks=tuple(chain[: self.max_attempts - 1]),
         )
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from gateway.config import GatewayConfig
-from gateway.errors import InvalidRequest
+from core.config import GatewayConfig
+from core.errors import InvalidRequest
 from policies.base import Candidate, Decision, RouteContext
 
 
 class FixedPolicy:
     name = "fixed"
 
-    def __init__(self, config: GatewayConfig, classifier: object = None) -> None:
+    def __init__(self, config: GatewayConfig) -> None:
         if not config.routing.fixed_model:
             raise ValueError("the fixed policy needs routing.fixed_model")
         self.model = config.routing.fixed_model
@@ -22,5 +22,4 @@ class FixedPolicy:
                 f"model {self.model} cannot serve this request (context window, pool or team)",
                 param="messages", code="context_length_exceeded")
         return Decision(model=match.name, reason="fixed", predicted_cost_usd=match.cost_usd,
-                        predicted_latency_s=match.latency_s,
-                        alternatives=tuple(c.name for c in candidates if c is not match))
+                        predicted_latency_s=match.latency_s)

@@ -19,10 +19,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import ValidationError
 
+from budget import Limits
+from core.errors import InvalidRequest, MalformedJSON, NotFound
 from gateway.auth import Caller
-from gateway.budget import Limits
 from gateway.deps import Admin, State
-from gateway.errors import InvalidRequest, MalformedJSON, NotFound
 from gateway.reload import reload_teams
 from gateway.state import AppState
 

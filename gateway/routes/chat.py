@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 
 from backends.base import Completion
+from core.errors import GatewayError
 from gateway.asgi import ClientGone, HTTPExchange
 from gateway.dispatch import call_with_fallback
-from gateway.errors import GatewayError
 from gateway.exchange import Exchange, new_request_id
 from gateway.features import measure
 from gateway.relay import StreamRelay

@@ -10,8 +10,8 @@ import pytest
 
 from backends.base import UpstreamCall
 from backends.simulated import SimulatedBackend
-from gateway.config import ModelConfig, Price, SimulateConfig
-from gateway.errors import UpstreamError
+from core.config import ModelConfig, Price, SimulateConfig
+from core.errors import UpstreamError
 
 MSG = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -126,6 +126,6 @@ def test_timeout_rate_hangs_until_the_backend_timeout() -> None:
     config = ModelConfig(name="m", price=Price(input_per_mtok=1, output_per_mtok=1),
                          simulate=SimulateConfig(timeout_rate=1.0),
                          timeouts={"first_byte_s": 0.2})
-    from gateway.errors import UpstreamTimeout
+    from core.errors import UpstreamTimeout
     with pytest.raises(UpstreamTimeout):
         asyncio.run(SimulatedBackend(config).complete(call()))

@@ -13,9 +13,9 @@ import pytest
 import redis
 import redis.asyncio
 
-from gateway.budget.config import BudgetSettings
-from gateway.budget.pipelined import PipelinedRedis
-from gateway.budget.store import BudgetStore
+from budget.pipelined import PipelinedRedis
+from budget.store import BudgetStore
+from core.budget_config import BudgetSettings
 
 SHARED_REDIS = "redis://127.0.0.1:6379/0"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.budget.config import Limits
-from gateway.budget.redis_client import open_redis
-from gateway.errors import QuotaExceeded
+from budget.redis_client import open_redis
+from core.budget_config import Limits
+from core.errors import QuotaExceeded
 from tests.budget.conftest import make_store
 from tests.budget.servers import RedisClusterNodes
 

@@ -6,10 +6,10 @@ import asyncio
 import random
 from pathlib import Path
 
-from gateway.budget.config import Limits
-from gateway.budget.pricing import usd
-from gateway.budget.redis_client import open_redis
-from gateway.errors import QuotaExceeded
+from budget.pricing import usd
+from budget.redis_client import open_redis
+from core.budget_config import Limits
+from core.errors import QuotaExceeded
 from tests.budget.conftest import SHARED_REDIS, make_store
 
 REQUESTS = 500

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from gateway.budget.config import Limits
-from gateway.budget.redis_client import open_redis
+from budget.redis_client import open_redis
+from core.budget_config import Limits
 from tests.budget.conftest import make_store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 WORKER = """
 import asyncio, sys
 from pathlib import Path
-from gateway.budget.redis_client import open_redis
+from budget.redis_client import open_redis
 
 async def main():
     handle = await open_redis(None, Path(sys.argv[1]))

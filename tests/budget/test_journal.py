@@ -6,8 +6,8 @@ import asyncio
 import threading
 from pathlib import Path
 
-from gateway.budget.failopen import LocalAllowance
-from gateway.budget.journal import JournalEntry, SpendJournal
+from budget.failopen import LocalAllowance
+from budget.journal import JournalEntry, SpendJournal
 
 
 def _entry(i: int) -> JournalEntry:

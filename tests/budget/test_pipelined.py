@@ -9,7 +9,7 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from gateway.budget.pipelined import PipelinedRedis, encode_command
+from budget.pipelined import PipelinedRedis, encode_command
 from tests.budget.servers import RedisServer
 
 SCRIPT = "return {KEYS[1], ARGV[1], redis.call('INCR', KEYS[1])}"

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from gateway.budget.config import Limits
-from gateway.budget.redis_client import RedisHandle, open_redis
-from gateway.budget.reservation import Reservation
-from gateway.budget.store import BudgetStore
-from gateway.errors import QuotaExceeded, RateLimited, ServiceUnavailable
+from budget.redis_client import RedisHandle, open_redis
+from budget.reservation import Reservation
+from budget.store import BudgetStore
+from core.budget_config import Limits
+from core.errors import QuotaExceeded, RateLimited, ServiceUnavailable
 from tests.budget.conftest import make_store
 from tests.budget.servers import RedisServer
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from gateway.budget.config import Limits
-from gateway.budget.redis_client import open_redis
-from gateway.budget.store import BudgetStore
-from gateway.errors import QuotaExceeded, RateLimited
+from budget.redis_client import open_redis
+from budget.store import BudgetStore
+from core.budget_config import Limits
+from core.errors import QuotaExceeded, RateLimited
 from tests.budget.conftest import SHARED_REDIS, FakeClock, make_store
 
 USD = 1_000_000_000

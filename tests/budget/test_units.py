@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from gateway.budget.config import BudgetSettings, Limits
-from gateway.budget.keys import KeySpace, Windows
-from gateway.budget.pricing import cost_nanousd, usd, usd_to_nano
-from gateway.budget.redis_client import cluster_url
-from gateway.budget.rejections import rate_retry_after
-from gateway.budget.scripts import ReserveReply, ScopeFigures, SoftHard, limit_values
+from budget.keys import KeySpace, Windows
+from budget.pricing import cost_nanousd, usd, usd_to_nano
+from budget.redis_client import cluster_url
+from budget.rejections import rate_retry_after
+from budget.scripts import ReserveReply, ScopeFigures, SoftHard, limit_values
+from core.budget_config import BudgetSettings, Limits
 from tests.budget.conftest import FakeClock
 
 

@@ -14,8 +14,8 @@ import contextlib
 
 import pytest
 
+from budget.pricing import cost_nanousd, usd, usd_to_nano
 from classifiers.length import counter_for
-from gateway.budget.pricing import cost_nanousd, usd, usd_to_nano
 from tests.e2e.traffic import (
     HELLO,
     client_session,

@@ -16,8 +16,8 @@ import time
 import aiohttp
 import pytest
 
+from budget.pricing import cost_nanousd
 from classifiers.length import counter_for
-from gateway.budget.pricing import cost_nanousd
 from tests.e2e.traffic import (
     HELLO,
     client_session,

@@ -23,8 +23,8 @@ from typing import Any
 import aiohttp
 import redis
 
-from gateway.budget.keys import KeySpace
-from gateway.budget.pricing import cost_nanousd
+from budget.keys import KeySpace
+from budget.pricing import cost_nanousd
 from tests.support import TEST_KEY
 
 SHARED_REDIS = "redis://127.0.0.1:6379/0"

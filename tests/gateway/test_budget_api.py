@@ -9,7 +9,7 @@ import openai
 import pytest
 import yaml
 
-from gateway.budget.pricing import cost_nanousd
+from budget.pricing import cost_nanousd
 from tests.support import TEST_KEY, Gateway, base_config, run_gateway
 
 HELLO = [{"role": "user", "content": "hi"}]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.config import ConfigError, load_config
+from core.config import ConfigError, load_config
 from tests.support import REPO, child_env
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from backends.base import LiveStats
-from classifiers.complexity import PromptScore
-from gateway.config import GatewayConfig, parse_config
+from core.config import GatewayConfig, parse_config
+from core.types import LiveStats
 from policies import Candidate, RouteContext, get_policy
 
 
@@ -18,43 +19,35 @@ def config(**routing: object) -> GatewayConfig:
                                     model("big", 5.0, 0.9)], "routing": routing})
 
 
-def candidates(cfg: GatewayConfig, **ttft: float) -> list[Candidate]:
+def p_correct(ability: float, logit: float) -> float:
+    """The classifier's documented formula, so the test reads without the artifact."""
+    return 1 / (1 + math.exp(-(math.log(ability / (1 - ability)) - logit)))
+
+
+def candidates(cfg: GatewayConfig, logit: float = 0.0, **ttft: float) -> list[Candidate]:
     out = []
     for m in cfg.models:
         t = ttft.get(m.name, 0.1)
         cost = m.price.input_per_mtok * 1e-4
-        out.append(Candidate(m, LiveStats(), cost, t, 0.01, t + 1.0))
+        out.append(Candidate(m, LiveStats(), p_correct(m.ability, logit), cost, t, 0.01, t + 1.0))
     return out
 
 
-def score(logit: float) -> PromptScore:
-    return PromptScore(difficulty=0.5, logit=logit, confidence=0.8, tier="medium",
-                       family_offsets={})
-
-
-class Classifier:
-    """The classifier's documented formula, so the test reads without the artifact."""
-
-    def p_correct(self, s: PromptScore, ability: float, family: str | None = None) -> float:
-        import math
-        return 1 / (1 + math.exp(-(math.log(ability / (1 - ability)) - s.logit)))
-
-
-def ctx(logit: float, target: float, **kw: object) -> RouteContext:
+def ctx(target: float, **kw: object) -> RouteContext:
     return RouteContext(prompt_tokens=100, expected_output_tokens=100, pool="interactive",
-                        quality_target=target, score=score(logit), **kw)
+                        quality_target=target, confidence=0.8, **kw)
 
 
 def test_cheapest_ignores_quality() -> None:
     cfg = config()
-    decision = get_policy("cheapest", cfg).choose(ctx(3.0, 0.99), candidates(cfg))
+    decision = get_policy("cheapest", cfg).choose(ctx(0.99), candidates(cfg, 3.0))
     assert decision.model == "small"
     assert decision.fallbacks == ("mid", "big")
 
 
 def test_fixed_always_picks_its_model() -> None:
     cfg = config(fixed_model="mid")
-    assert get_policy("fixed", cfg).choose(ctx(0, 0.5), candidates(cfg)).model == "mid"
+    assert get_policy("fixed", cfg).choose(ctx(0.5), candidates(cfg)).model == "mid"
 
 
 @pytest.mark.parametrize("logit, target, expected", [
@@ -66,8 +59,8 @@ def test_fixed_always_picks_its_model() -> None:
 def test_cost_quality_picks_cheapest_meeting_target(logit: float, target: float,
                                                     expected: str) -> None:
     cfg = config()
-    policy = get_policy("cost_quality", cfg, Classifier())
-    decision = policy.choose(ctx(logit, target), candidates(cfg))
+    policy = get_policy("cost_quality", cfg)
+    decision = policy.choose(ctx(target), candidates(cfg, logit))
     assert decision.model == expected
     assert decision.predicted_quality is not None
     assert decision.confidence == 0.8
@@ -75,7 +68,7 @@ def test_cost_quality_picks_cheapest_meeting_target(logit: float, target: float,
 
 def test_cost_quality_fallbacks_never_drop_quality() -> None:
     cfg = config()
-    decision = get_policy("cost_quality", cfg, Classifier()).choose(ctx(0.0, 0.6), candidates(cfg))
+    decision = get_policy("cost_quality", cfg).choose(ctx(0.6), candidates(cfg))
     assert decision.model == "mid"
     assert decision.fallbacks[0] == "big"      # small would not meet the target
 
@@ -83,16 +76,16 @@ def test_cost_quality_fallbacks_never_drop_quality() -> None:
 def test_cost_quality_prefers_models_within_the_latency_slo() -> None:
     cfg = config()
     slow_mid = candidates(cfg, mid=2.0)          # mid's TTFT is far over the 450 ms SLO
-    decision = get_policy("cost_quality", cfg, Classifier()).choose(ctx(0.0, 0.6), slow_mid)
+    decision = get_policy("cost_quality", cfg).choose(ctx(0.6), slow_mid)
     assert decision.model == "big"
     assert decision.reason == "quality-met"
 
 
 def test_soft_limit_lowers_the_target() -> None:
     cfg = config()
-    policy = get_policy("cost_quality", cfg, Classifier())
-    normal = policy.choose(ctx(-0.2, 0.55), candidates(cfg))
-    squeezed = policy.choose(ctx(-0.2, 0.55, soft_limited=True), candidates(cfg))
+    policy = get_policy("cost_quality", cfg)
+    normal = policy.choose(ctx(0.55), candidates(cfg, -0.2))
+    squeezed = policy.choose(ctx(0.55, soft_limited=True), candidates(cfg, -0.2))
     assert (normal.model, squeezed.model) == ("mid", "small")
     assert squeezed.reason.endswith("soft-limit")
 
@@ -105,8 +98,7 @@ def test_unknown_policy_is_a_clear_error() -> None:
 def test_hopeless_prompts_do_not_buy_the_priciest_model() -> None:
     # logit 5: P(correct) is 0.005 / 0.016 / 0.057; paying 50x for 0.05 of P is poor value.
     cfg = config()
-    decision = get_policy("cost_quality", cfg, Classifier()).choose(ctx(5.0, 0.8),
-                                                                     candidates(cfg))
+    decision = get_policy("cost_quality", cfg).choose(ctx(0.8), candidates(cfg, 5.0))
     assert decision.reason == "quality-unreachable-best-value"
     assert decision.model == "small"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.budget.journal import JournalEntry
-from gateway.budget.keys import Windows
+from budget.journal import JournalEntry
+from budget.keys import Windows
 
 
 @dataclass(frozen=True)

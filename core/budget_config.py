@@ -2,14 +2,14 @@
 
     budget:
       timezone: Europe/Paris        # calendar days and months are counted here
-      fail_policy: fail_closed      # or fail_open (see gateway/budget/failopen.py)
+      fail_policy: fail_closed      # or fail_open (see budget/failopen.py)
     teams:
       - name: search
         budget: {daily_hard_usd: 50, daily_soft_usd: 40, rpm: 600}
 
 Every limit is optional: ``None`` means "no limit of this kind". Dollar
 amounts are floats here for the humans writing YAML; they become integer
-nano-USD (``gateway.budget.pricing.usd_to_nano``) before they reach Redis.
+nano-USD (``budget.pricing.usd_to_nano``) before they reach Redis.
 """
 
 from __future__ import annotations

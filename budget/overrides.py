@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.budget.config import Limits
-from gateway.budget.keys import KeySpace
-from gateway.budget.scripts import LIMIT_FIELDS, limit_values, limits_from_values
+from budget.keys import KeySpace
+from budget.scripts import LIMIT_FIELDS, limit_values, limits_from_values
+from core.budget_config import Limits
 
 
 def _scope(key_id: str | None) -> str:

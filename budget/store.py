@@ -36,16 +36,16 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.budget import overrides, usage
-from gateway.budget.config import BudgetSettings, Limits
-from gateway.budget.failopen import LocalAllowance
-from gateway.budget.journal import RELEASE_ONLY, JournalEntry, SpendJournal
-from gateway.budget.keys import Clock, KeySpace, Windows
-from gateway.budget.pricing import usd_to_nano
-from gateway.budget.rejections import fail_open_exceeded, rate_exceeded, refusal
-from gateway.budget.reservation import Reservation
-from gateway.budget.scripts import BudgetScripts, ReserveReply, ScopeFigures, SoftHard
-from gateway.errors import GatewayError, ServiceUnavailable
+from budget import overrides, usage
+from budget.failopen import LocalAllowance
+from budget.journal import RELEASE_ONLY, JournalEntry, SpendJournal
+from budget.keys import Clock, KeySpace, Windows
+from budget.pricing import usd_to_nano
+from budget.rejections import fail_open_exceeded, rate_exceeded, refusal
+from budget.reservation import Reservation
+from budget.scripts import BudgetScripts, ReserveReply, ScopeFigures, SoftHard
+from core.budget_config import BudgetSettings, Limits
+from core.errors import GatewayError, ServiceUnavailable
 
 log = logging.getLogger(__name__)
 

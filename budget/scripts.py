@@ -16,8 +16,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from gateway.budget.config import Limits
-from gateway.budget.keys import (
+from budget.keys import (
     DAY_TTL_S,
     LEDGER_TTL_S,
     MINUTE_TTL_S,
@@ -26,7 +25,8 @@ from gateway.budget.keys import (
     KeySpace,
     Windows,
 )
-from gateway.budget.pricing import usd_to_nano
+from budget.pricing import usd_to_nano
+from core.budget_config import Limits
 
 # Settles of one team and window within this long go to Redis in one call.
 SETTLE_WINDOW_S = 0.002
@@ -155,7 +155,7 @@ class SettleReply:
 
 
 def _lua(name: str) -> str:
-    package = resources.files("gateway.budget")
+    package = resources.files("budget")
     return (package / "common.lua").read_text() + "\n" + (package / name).read_text()
 
 

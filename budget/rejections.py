@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 
-from gateway.budget.keys import Windows
-from gateway.budget.pricing import usd
-from gateway.budget.scripts import ReserveReply
-from gateway.errors import QuotaExceeded, RateLimited
+from budget.keys import Windows
+from budget.pricing import usd
+from budget.scripts import ReserveReply
+from core.errors import QuotaExceeded, RateLimited
 
 
 def refusal(reply: ReserveReply, *, team: str, key_id: str | None, windows: Windows, now: float,

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gateway.budget.config import BudgetSettings, Limits
+from core.budget_config import BudgetSettings, Limits
 
 PoolName = Literal["interactive", "batch"]
 POOL_NAMES: tuple[PoolName, ...] = ("interactive", "batch")

@@ -35,8 +35,8 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 
-from gateway.budget.embedded import EmbeddedLease, start_embedded
-from gateway.budget.pipelined import PipelinedRedis
+from budget.embedded import EmbeddedLease, start_embedded
+from budget.pipelined import PipelinedRedis
 
 # The connect timeout covers the handshake too, measured on a possibly busy
 # event loop: at 0.5 s a cold burst of connects already timed out.

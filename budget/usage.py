@@ -14,17 +14,17 @@ from __future__ import annotations
 from datetime import date, timedelta
 from typing import Any
 
-from gateway.budget.config import Limits
-from gateway.budget.keys import KeySpace
-from gateway.budget.overrides import merge
-from gateway.budget.pricing import usd
-from gateway.budget.scripts import (
+from budget.keys import KeySpace
+from budget.overrides import merge
+from budget.pricing import usd
+from budget.scripts import (
     LIMIT_FIELDS,
     ScopeFigures,
     SoftHard,
     limit_values,
     limits_from_values,
 )
+from core.budget_config import Limits
 
 _LEDGER_COUNTS = ("requests", "input_tokens", "output_tokens", "cost_nanousd")
 

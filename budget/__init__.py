@@ -12,11 +12,11 @@ down), ``overrides`` and ``usage`` (/admin and /usage), ``redis_client`` +
 ``embedded`` (connecting, or running a local Redis).
 """
 
-from gateway.budget.config import BudgetSettings, Limits
-from gateway.budget.pricing import cost_nanousd, usd, usd_to_nano
-from gateway.budget.redis_client import RedisHandle, open_redis
-from gateway.budget.reservation import Reservation
-from gateway.budget.store import BudgetStore
+from budget.pricing import cost_nanousd, usd, usd_to_nano
+from budget.redis_client import RedisHandle, open_redis
+from budget.reservation import Reservation
+from budget.store import BudgetStore
+from core.budget_config import BudgetSettings, Limits
 
 __all__ = [
     "BudgetSettings",
