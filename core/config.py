@@ -48,9 +48,28 @@ class SimulateConfig(Strict):
 
 
 class Timeouts(Strict):
-    connect_s: float = Field(default=3, gt=0)
-    first_byte_s: float = Field(default=60, gt=0)
-    between_chunks_s: float = Field(default=30, gt=0)
+    """Upstream timeouts (README, "Timeouts")."""
+
+    connect_s: float = Field(default=3, gt=0)          # TCP (and TLS) connect
+    first_byte_s: float = Field(default=60, gt=0)      # request sent -> first response byte
+    between_chunks_s: float = Field(default=30, gt=0)  # streams: silence between two reads
+    total_s: float = Field(default=600, gt=0)          # non-streamed: the whole answer
+    pool_wait_s: float = Field(default=5, gt=0)        # waiting for a free upstream connection
+
+
+class TransportConfig(Strict):
+    """How a model's upstream HTTP is sent (``backends/transport.py``).
+
+    ``auto``: the lean httptools client for plain ``http://`` upstreams with no
+    proxy in the environment, else aiohttp (TLS, ``HTTPS_PROXY``, ...)."""
+
+    kind: Literal["auto", "lean", "aiohttp"] = "auto"
+    max_connections: int = Field(default=64, ge=1)     # per upstream host
+    max_queue: int = Field(default=1024, ge=0)         # requests waiting for a connection
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    idle_s: float = Field(default=4.0, gt=0)           # below common upstream keep-alives (5 s)
+    dns_ttl_s: float = Field(default=60.0, ge=0)
 
 
 class ModelConfig(Strict):
@@ -68,6 +87,7 @@ class ModelConfig(Strict):
     tokenizer: str = "o200k_base"
     energy_j_per_token: float | None = Field(default=None, ge=0)
     timeouts: Timeouts = Timeouts()
+    transport: TransportConfig = TransportConfig()
     simulate: SimulateConfig | None = None
 
     @model_validator(mode="after")

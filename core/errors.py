@@ -10,12 +10,20 @@
     ├── MethodNotAllowed              405     invalid_request_error   method_not_allowed
     ├── PayloadTooLarge               413     invalid_request_error   request_too_large
     ├── RateLimited                   429     rate_limit_error        rate_limit_exceeded
-    │   └── QuotaExceeded             429     insufficient_quota      insufficient_quota
+    │   ├── QuotaExceeded             429     insufficient_quota      insufficient_quota
+    │   └── UpstreamRateLimited       429     rate_limit_error        rate_limit_exceeded
     ├── UpstreamError                 502     upstream_error          (varies)
-    │   └── UpstreamUnreachable       502     upstream_error          upstream_unreachable
-    ├── UpstreamRejected              4xx     invalid_request_error   upstream_rejected
+    │   ├── UpstreamUnreachable       502     upstream_error          upstream_unreachable
+    │   ├── UpstreamAuth              502     upstream_error          upstream_auth
+    │   └── UpstreamTooLarge          502     upstream_error          upstream_response_too_large
+    ├── UpstreamRejected              400     invalid_request_error   upstream_rejected
     ├── ServiceUnavailable            503     service_unavailable     (varies)
+    │   └── UpstreamSaturated         503     service_unavailable     upstream_saturated
     └── UpstreamTimeout               504     timeout_error           upstream_timeout
+
+``retryable`` says whether another model may succeed where this one failed:
+only network and protocol failures, upstream 5xx and 429, and timeouts
+before the first byte. A bug is never retryable.
 
 Backend failures are converted to this tree at the backend edge
 (``backends/openai_compat.py``), and only here are errors turned into
@@ -132,6 +140,23 @@ class QuotaExceeded(RateLimited):
     default_code = "insufficient_quota"
 
 
+class UpstreamRateLimited(RateLimited):
+    """The upstream answered 429; ``headers`` carries its ``retry-after``."""
+
+    retry_after_s: float | None = None
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None, **kw: Any) -> None:
+        headers = kw.pop("headers", None) or {}
+        if retry_after_s is not None:
+            headers["retry-after"] = str(max(1, int(retry_after_s + 0.999)))
+        super().__init__(message, headers=headers, **kw)
+        self.retry_after_s = retry_after_s
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
 class UpstreamError(GatewayError):
     """The upstream answered with a failure (5xx, broken stream, bad body)."""
 
@@ -154,6 +179,27 @@ class UpstreamUnreachable(UpstreamError):
     default_code = "upstream_unreachable"
 
 
+class UpstreamAuth(UpstreamError):
+    """The upstream refused routegate's own credential (401/403): an operator's
+    problem, never blamed on the client's key."""
+
+    default_code = "upstream_auth"
+
+    @property
+    def retryable(self) -> bool:
+        return False
+
+
+class UpstreamTooLarge(UpstreamError):
+    """The upstream's headers or body passed the transport's size caps."""
+
+    default_code = "upstream_response_too_large"
+
+    @property
+    def retryable(self) -> bool:
+        return False
+
+
 class UpstreamRejected(GatewayError):
     """The upstream refused the request itself (4xx): passed on with its status."""
 
@@ -171,11 +217,27 @@ class ServiceUnavailable(GatewayError):
     default_code = "service_unavailable"
 
 
+class UpstreamSaturated(ServiceUnavailable):
+    """No upstream connection became free within ``timeouts.pool_wait_s``."""
+
+    default_code = "upstream_saturated"
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
 class UpstreamTimeout(GatewayError):
     status_code = 504
     error_type = "timeout_error"
     default_code = "upstream_timeout"
 
+    def __init__(self, message: str, *, generating: bool = False, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        # Past the first byte the upstream is generating (and will bill for it):
+        # starting over on another model would pay twice and make the client wait twice.
+        self.generating = generating
+
     @property
     def retryable(self) -> bool:
-        return True
+        return not self.generating
