@@ -11,6 +11,13 @@ is the settle script, idempotent by request id, so a replay cut short by a
 new outage, two replicas replaying the same orphaned file, or a settle that
 reached Redis but lost its reply, never bill twice. Any replica replays all
 files of the directory, so a crashed replica's journal is not lost.
+
+An entry that can never apply (a WRONGTYPE reply, a Lua error, a torn line)
+is appended to ``<dir>/quarantine`` as its raw line, logged and counted in
+``routegate_budget_journal_quarantined_total``, and the replay goes on: one
+bad entry must not keep Redis marked down (a fail_closed replica would answer
+503 until someone deleted the file). After fixing the cause, append the
+quarantined lines to any ``*.jsonl`` file of the directory to replay them.
 """
 
 from __future__ import annotations
@@ -26,9 +33,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from prometheus_client import Counter
+
 log = logging.getLogger(__name__)
 
 _CLAIMED = ".replaying"
+# No .jsonl suffix: the replay must never pick its own quarantine up again.
+QUARANTINE = "quarantine"
+
+# On prometheus_client's default registry: the journal has no telemetry of its
+# own, and in multi-worker mode the value is summed from the workers' files.
+QUARANTINED = Counter("routegate_budget_journal_quarantined",
+                      "Journalled spends set aside because they can never be replayed")
 
 
 # The model of an entry that only releases a hold: a reserve whose reply was
@@ -110,23 +126,57 @@ class SpendJournal:
             p for p in self.directory.iterdir() if p.suffix == ".jsonl" or p.name.endswith(_CLAIMED)
         )
 
-    async def replay(self, apply: Callable[[JournalEntry], Awaitable[None]]) -> int:
+    async def replay(self, apply: Callable[[JournalEntry], Awaitable[None]],
+                     permanent: Callable[[BaseException], bool] = lambda exc: False) -> int:
         """Apply every journalled entry; return how many were applied.
 
-        An exception from ``apply`` (Redis gone again) stops the replay and
-        propagates; the claimed file stays and is replayed from its start
-        next time.
+        An exception from ``apply`` for which ``permanent`` is true sends
+        that entry to the quarantine. Any other (Redis gone again) stops the
+        replay and propagates; the claimed file stays and is replayed from its
+        start next time.
         """
         applied = 0
         for path in self._files():
             claimed = await asyncio.to_thread(self._claim, path)
             if claimed is None:
                 continue
-            for entry in await asyncio.to_thread(self._read, claimed):
-                await apply(entry)
+            for line, entry in await asyncio.to_thread(self._read, claimed):
+                if entry is None:
+                    # Only a crash in the middle of a write tears a line.
+                    await self._quarantine(line, claimed, "unreadable line")
+                    continue
+                try:
+                    await apply(entry)
+                except Exception as exc:
+                    if not permanent(exc):
+                        raise
+                    await self._quarantine(line, claimed, repr(exc))
+                    continue
                 applied += 1
             claimed.unlink(missing_ok=True)
         return applied
+
+    @property
+    def quarantine_path(self) -> Path:
+        return self.directory / QUARANTINE
+
+    async def _quarantine(self, line: bytes, source: Path, reason: str) -> None:
+        # Fsync'd before the claimed file is deleted: the line is never lost.
+        # A replay cut short after this re-quarantines it; a duplicate line
+        # there is harmless, since settles are idempotent by request id.
+        await asyncio.to_thread(self._append_quarantine, line.rstrip(b"\n") + b"\n")
+        QUARANTINED.inc()
+        log.error("budget journal %s: quarantined an entry that cannot be replayed (%s) "
+                  "into %s: %r", source, reason, self.quarantine_path, line[:200])
+
+    def _append_quarantine(self, line: bytes) -> None:
+        fd = os.open(self.quarantine_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # two replicas may quarantine at once
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def _claim(self, path: Path) -> Path | None:
         if path.name.endswith(_CLAIMED):
@@ -139,7 +189,8 @@ class SpendJournal:
         return claimed
 
     @staticmethod
-    def _read(path: Path) -> list[JournalEntry]:
+    def _read(path: Path) -> list[tuple[bytes, JournalEntry | None]]:
+        """Each line with its entry, or None for a line that does not decode."""
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
@@ -151,12 +202,12 @@ class SpendJournal:
                 raw = fh.read()
         finally:
             os.close(fd)
-        entries = []
+        entries: list[tuple[bytes, JournalEntry | None]] = []
         for line in raw.splitlines():
+            if not line.strip():
+                continue
             try:
-                entries.append(JournalEntry.from_line(line))
+                entries.append((line, JournalEntry.from_line(line)))
             except (ValueError, TypeError):
-                # Only a crash in the middle of a write tears a line; its
-                # spend cannot be recovered, so say so loudly.
-                log.error("budget journal %s: skipping unreadable line %r", path, line[:80])
+                entries.append((line, None))
         return entries

@@ -27,10 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from redis.exceptions import (
+    AskError,
     ClusterError,
+    DataError,
+    NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
     RedisClusterException,
+    ResponseError,
     TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -61,6 +65,15 @@ REDIS_UNAVAILABLE: tuple[type[BaseException], ...] = (
     OutOfMemoryError,
     TryAgainError,
 )
+
+
+def unreplayable(exc: BaseException) -> bool:
+    """An error replaying the same entry again can only repeat (WRONGTYPE, a
+    Lua error, an argument Redis refuses), as opposed to an outage."""
+    return (isinstance(exc, ResponseError | DataError)
+            and not isinstance(exc, (*REDIS_UNAVAILABLE, NoScriptError, AskError)))
+
+
 # A bound on one call even if socket timeouts were left unset on the client.
 CALL_TIMEOUT_S = 2.0
 # After a failure, requests skip Redis this long (the reconciler's ping ends
@@ -328,7 +341,7 @@ class BudgetStore:
             return 0
         if not await self.ping():
             return 0
-        applied = await self.journal.replay(self._apply)
+        applied = await self.journal.replay(self._apply, permanent=unreplayable)
         if not self.journal.pending():
             self._local.forget_spent()
         if applied:

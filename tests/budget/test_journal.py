@@ -49,7 +49,7 @@ def test_no_line_is_lost_when_replays_race_with_writers(tmp_path: Path) -> None:
     assert not reader.pending()
 
 
-def test_a_failed_replay_keeps_the_file_and_torn_lines_are_skipped(tmp_path: Path) -> None:
+def test_a_failed_replay_keeps_the_file_and_torn_lines_are_quarantined(tmp_path: Path) -> None:
     journal = SpendJournal(tmp_path, "r1")
     calls: list[str] = []
 
@@ -73,6 +73,27 @@ def test_a_failed_replay_keeps_the_file_and_torn_lines_are_skipped(tmp_path: Pat
 
     asyncio.run(main())
     assert calls == ["req-0", "req-1", "req-0", "req-1", "req-2"]
+    assert (tmp_path / "quarantine").read_bytes() == b'{"request_id": "torn\n'
+
+
+def test_only_permanent_failures_are_quarantined(tmp_path: Path) -> None:
+    journal = SpendJournal(tmp_path, "r1")
+
+    async def refuse(entry: JournalEntry) -> None:
+        raise (ValueError if entry.request_id == "req-0" else ConnectionError)(entry.request_id)
+
+    async def main() -> None:
+        for i in range(2):
+            await journal.append(_entry(i))
+        try:
+            await journal.replay(refuse, permanent=lambda exc: isinstance(exc, ValueError))
+        except ConnectionError:
+            pass
+        assert journal.pending()  # the transient failure keeps its entry for a retry
+
+    asyncio.run(main())
+    assert [JournalEntry.from_line(x) for x in (tmp_path / "quarantine").read_bytes().splitlines()
+            ] == [_entry(0)]
 
 
 def test_local_allowance_caps_spend_and_rate_per_team() -> None:
