@@ -1,116 +1,248 @@
 """One adapter for every OpenAI-compatible server: vLLM, llama.cpp, Ollama, TGI, OpenAI.
 
-    backend = OpenAICompatBackend(model_config, pool)
+    backend = OpenAICompatBackend(model_config)            # its own transport, from config
+    backend = OpenAICompatBackend(model_config, transport)  # or a shared one (caller closes it)
     completion = await backend.complete(UpstreamCall("req-1", payload, prompt_tokens=12))
+    await backend.aclose()
 
-Speaks HTTP through ``backends.http1``, a lean keep-alive client on
-httptools: on this 2-core machine a pass-through proxy did about 2,100 req/s
-with aiohttp against about 410 with httpx, and aiohttp's session was still
-about a quarter of routegate's CPU per request. One connection pool is
-shared by all backends. Timeouts are separate for connect, first byte and
-between chunks. Every failure leaves here as a ``core.errors`` exception
-whose message names the model, never the URL or key.
+HTTP goes through a ``backends.transport.Transport``: the lean httptools
+client for plain-HTTP upstreams (a pass-through proxy did about 2,100 req/s
+with aiohttp against about 410 with httpx on this 2-core machine, and the
+lean client is cheaper still), aiohttp for proxies and the rest.
+
+Timeouts (``core.config.Timeouts``):
+
+- ``connect_s``, ``pool_wait_s``: applied by the transport;
+- ``first_byte_s``: a stream's wait for its first event; running out falls back;
+- ``between_chunks_s``: a stream's silence between two reads;
+- ``total_s``: a whole non-streamed answer. An OpenAI-compatible server sends
+  nothing until a non-streamed answer is complete, so its first byte is its
+  last: ``first_byte_s`` does not apply. Running out of ``total_s`` means the
+  upstream was generating (and will bill for it), so it is never retried.
+
+This module is the backend edge: every failure leaves as a ``core.errors``
+exception whose message names the model, never the URL or key. Only network
+and protocol failures are converted; anything else is a bug and propagates.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import email.utils
 import itertools
+import logging
 import os
+import re
 import time
 from typing import Any
 
 import orjson
 
 from backends.base import Completion, LiveStats, UpstreamCall, Usage
-from backends.http1 import ConnectError, ConnectionPool, Origin, Response
-from backends.sse import EventSplitter, SSEEvent
-from backends.stream import MeteredStream, StreamMeter
+from backends.stream import HTTPChunkStream, StreamMeter
+from backends.transport import (
+    ConnectError,
+    Origin,
+    PoolSaturated,
+    Response,
+    ResponseTooLarge,
+    Transport,
+    make_transport,
+)
 from core.config import ModelConfig
 from core.errors import (
     GatewayError,
+    UpstreamAuth,
     UpstreamError,
+    UpstreamRateLimited,
     UpstreamRejected,
+    UpstreamSaturated,
     UpstreamTimeout,
+    UpstreamTooLarge,
     UpstreamUnreachable,
 )
 
+logger = logging.getLogger("routegate.backends")
 
-def upstream_error(model: str, status: int, body: bytes) -> GatewayError:
-    """Convert an upstream error response; keeps the upstream's own message for 4xx."""
-    message = ""
+MAX_MESSAGE = 500        # characters of an upstream's error message passed to the client
+
+_SECRETS = [
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+"), r"\1 [redacted]"),
+    (re.compile(r"(?i)([\w-]*(?:api[_-]?key|token|secret|password|passwd|credential|auth)"
+                r"[\w-]*[\"']?\s*[=:]\s*[\"']?)[^\s\"',;&}]+"), r"\1[redacted]"),
+    (re.compile(r"://[^/\s:@]+:[^/\s@]+@"), "://[redacted]@"),            # user:pass@host
+    (re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}"), "[redacted]"),       # OpenAI, Anthropic, ...
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "[redacted]"),          # AWS access keys
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), "[redacted]"),               # Google API keys
+    (re.compile(r"\b(?:gh[pousr]|hf|xox[abprs]|glpat)[_-][A-Za-z0-9_-]{16,}"), "[redacted]"),
+    (re.compile(r"\beyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*"), "[redacted]"),      # JWTs
+    (re.compile(r"\b[0-9a-fA-F]{32,}\b"), "[redacted]"),                   # long hex
+    # Long base64-ish runs with both letters and digits: tokens, not words.
+    (re.compile(r"(?<![\w/+-])(?=[\w+/-]*\d)(?=[\w+/-]*[A-Za-z])[\w+/-]{32,}={0,2}"), "[redacted]"),
+]
+
+
+def scrub_secrets(text: str, known: tuple[str, ...] = ()) -> str:
+    """``text`` with anything that looks like a credential replaced by
+    ``[redacted]``: the ``known`` secrets verbatim, then common key shapes."""
+    for secret in known:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    for pattern, replacement in _SECRETS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """An HTTP ``Retry-After``: delay seconds or an HTTP date; None if absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
     try:
-        err = orjson.loads(body).get("error")
-        message = err.get("message", "") if isinstance(err, dict) else str(err or "")
-    except Exception:
+        return max(0.0, float(value))
+    except ValueError:
         pass
-    if 400 <= status < 500 and status not in (408, 409, 429):
-        detail = f": {message[:500]}" if message else ""
-        return UpstreamRejected(f"model {model} rejected the request{detail}", status_code=status)
-    return UpstreamError(f"model {model} failed with HTTP {status}", upstream_status=status)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def error_message(body: bytes) -> str:
+    """The ``message`` of an OpenAI-style (or TGI/Ollama-style) error body; "" if none."""
+    try:
+        data = orjson.loads(body[:65536])
+    except orjson.JSONDecodeError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    err = data.get("error", data)
+    message = err.get("message", "") if isinstance(err, dict) else err
+    return message if isinstance(message, str) else ""
+
+
+def upstream_error(model: ModelConfig, status: int, headers: dict[str, str], body: bytes,
+                   known: tuple[str, ...] = ()) -> GatewayError:
+    """Map an upstream's error status to what the gateway answers (README, "Upstream errors")."""
+    name = model.name
+    if status == 429:
+        return UpstreamRateLimited(f"model {name} is rate limited upstream",
+                                   retry_after_s=retry_after_s(headers.get("retry-after")))
+    if status in (401, 403):
+        # routegate's own upstream credential was refused: an operator must act.
+        logger.error("model %s: the upstream refused routegate's credential (HTTP %d); check %s",
+                     name, status, model.api_key_env or "its api_key_env")
+        return UpstreamAuth(f"model {name} refused the gateway's credential")
+    if 400 <= status < 500 and status not in (408, 409):
+        # The request itself was refused (a context-length error, say). The client sees a
+        # 400 whatever the upstream's status, and only its message, scrubbed.
+        message = scrub_secrets(error_message(body)[:4096], known)[:MAX_MESSAGE]
+        detail = f": {message}" if message else ""
+        return UpstreamRejected(f"model {name} rejected the request{detail}", status_code=400)
+    return UpstreamError(f"model {name} failed with HTTP {status}", upstream_status=status)
+
+
+def transport_failure(name: str, exc: BaseException, *, generating: bool = False,
+                      mid_stream: bool = False) -> GatewayError | None:
+    """A network or protocol failure as a ``core.errors`` exception; None for
+    anything else, which is a bug and must propagate as it is."""
+    if isinstance(exc, GatewayError):
+        return exc
+    if isinstance(exc, PoolSaturated):
+        return UpstreamSaturated(f"model {name} has no free upstream connection")
+    if isinstance(exc, ResponseTooLarge):
+        return UpstreamTooLarge(f"model {name} sent a response over the size limit")
+    if isinstance(exc, TimeoutError):
+        if mid_stream:
+            return UpstreamTimeout(f"model {name} stalled mid-stream", generating=True)
+        if generating:
+            return UpstreamTimeout(f"model {name} did not finish within total_s", generating=True)
+        return UpstreamTimeout(f"model {name} timed out")
+    if isinstance(exc, ConnectError):
+        return UpstreamUnreachable(f"model {name} is unreachable")
+    if isinstance(exc, OSError):
+        if mid_stream:
+            return UpstreamError(f"model {name} broke off the stream",
+                                 code="upstream_stream_truncated")
+        return UpstreamError(f"model {name} failed: {type(exc).__name__}")
+    return None
 
 
 class OpenAICompatBackend:
-    def __init__(self, model: ModelConfig, pool: ConnectionPool) -> None:
+    def __init__(self, model: ModelConfig, transport: Transport | None = None) -> None:
         self.name = model.name
         self.model = model
         self.stats = LiveStats()
-        self._pool = pool
+        self._owns_transport = transport is None
+        self._transport = transport if transport is not None else make_transport(model)
         self._origins = [Origin.parse(u) for u in model.base_urls]
         self._next_origin = itertools.cycle(self._origins)
         headers = b"content-type: application/json\r\n"
-        if model.api_key_env and os.environ.get(model.api_key_env):
-            headers += f"authorization: Bearer {os.environ[model.api_key_env]}\r\n".encode("latin-1")
+        key = os.environ.get(model.api_key_env) if model.api_key_env else None
+        if key:
+            headers += f"authorization: Bearer {key}\r\n".encode("latin-1")
         self._headers = headers
-        t = model.timeouts
-        self._connect_s = t.connect_s
-        self._first_byte_s = t.first_byte_s
-        self._between_s = t.between_chunks_s
+        self._known_secrets = (key,) if key else ()
+        self._timeouts = model.timeouts
+        self._first_byte_s = model.timeouts.first_byte_s
+        self._total_s = model.timeouts.total_s
+        self.between_s = model.timeouts.between_chunks_s
 
     async def _request(self, call: UpstreamCall) -> Response:
         origin = next(self._next_origin)
         # The request id comes from new_request_id: printable, at most 128 characters.
         headers = self._headers + b"x-request-id: %s\r\n" % call.request_id.encode("latin-1", "replace")
-        return await self._pool.request(origin, b"POST", origin.path + "/chat/completions", headers,
-                                        orjson.dumps(call.payload), self._connect_s)
+        return await self._transport.request(origin, b"POST", origin.path + "/chat/completions",
+                                             headers, orjson.dumps(call.payload), self._timeouts)
 
-    def _convert(self, exc: BaseException) -> GatewayError:
-        self.stats.observe_failure()
-        if isinstance(exc, GatewayError):
-            return exc
-        if isinstance(exc, TimeoutError):
-            return UpstreamTimeout(f"model {self.name} timed out")
-        if isinstance(exc, ConnectError):
-            return UpstreamUnreachable(f"model {self.name} is unreachable")
-        return UpstreamError(f"model {self.name} failed: {type(exc).__name__}")
+    def convert(self, exc: BaseException, *, generating: bool = False,
+                mid_stream: bool = False) -> GatewayError | None:
+        """``transport_failure``, counted in this backend's stats."""
+        err = transport_failure(self.name, exc, generating=generating, mid_stream=mid_stream)
+        if err is not None:
+            self.stats.observe_failure()
+        return err
+
+    def rejected(self, resp: Response, body: bytes) -> GatewayError:
+        err = upstream_error(self.model, resp.status, resp.headers, body, self._known_secrets)
+        if not isinstance(err, UpstreamRejected):   # the client's own bad request is no failure
+            self.stats.observe_failure()
+        return err
 
     async def complete(self, call: UpstreamCall) -> Completion:
         started = time.perf_counter()
         self.stats.in_flight += 1
         resp: Response | None = None
+        deadline = asyncio.timeout(self._total_s)
         try:
-            async with asyncio.timeout(self._first_byte_s):
+            async with deadline:
                 resp = await self._request(call)
                 body = await resp.read()
-                status = resp.status
         except BaseException as exc:
             if resp is not None:
                 resp.close()   # unread: drop the connection, which stops the upstream
-            if not isinstance(exc, (TimeoutError, OSError)):
+            err = self.convert(exc, generating=deadline.expired())
+            if err is None:
                 raise
-            raise self._convert(exc) from None
+            raise err from None
         finally:
             self.stats.in_flight -= 1
-        if status >= 400:
-            raise self._convert(upstream_error(self.name, status, body))
+        if resp.status >= 400:
+            raise self.rejected(resp, body)
+        return self._completion(body, time.perf_counter() - started)
+
+    def _completion(self, body: bytes, elapsed: float) -> Completion:
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError:
-            raise self._convert(UpstreamError(f"model {self.name} returned invalid JSON")) from None
+            self.stats.observe_failure()
+            raise UpstreamError(f"model {self.name} returned invalid JSON") from None
         if not isinstance(data, dict) or "choices" not in data:
-            raise self._convert(UpstreamError(f"model {self.name} returned no choices"))
-        elapsed = time.perf_counter() - started
+            self.stats.observe_failure()
+            raise UpstreamError(f"model {self.name} returned no choices")
         usage = Usage.from_wire(data.get("usage"))
         self.stats.requests += 1
         ttft = self._observe_timings(data.get("timings"), elapsed, usage)
@@ -132,32 +264,37 @@ class OpenAICompatBackend:
         return None
 
     async def stream(self, call: UpstreamCall) -> HTTPChunkStream:
+        """The upstream's SSE stream, its first event read within ``first_byte_s``
+        (so the gateway can still fall back before it sends the client anything)."""
         meter = StreamMeter(self.stats)
         self.stats.in_flight += 1
         resp: Response | None = None
         try:
             async with asyncio.timeout(self._first_byte_s):
                 resp = await self._request(call)
-                if resp.status >= 400:
-                    raise upstream_error(self.name, resp.status, await resp.read())
-                stream = HTTPChunkStream(self, resp, meter)
-                await stream.prime()
-                return stream
+                if resp.status < 400:
+                    stream = HTTPChunkStream(self, resp, meter)
+                    await stream.prime()
+                    return stream
+                body = await resp.read()
         except BaseException as exc:
             self.stats.in_flight -= 1
             if resp is not None:
                 resp.close()
-            if isinstance(exc, asyncio.CancelledError):
+            err = None if isinstance(exc, asyncio.CancelledError) else self.convert(exc)
+            if err is None:
                 raise
-            raise self._convert(exc) from None
+            raise err from None
+        self.stats.in_flight -= 1
+        raise self.rejected(resp, body)
 
     async def ready(self) -> bool:
         """Any replica answers /models (cheap, no tokens spent)."""
         for origin in self._origins:
             try:
                 async with asyncio.timeout(2):
-                    resp = await self._pool.request(origin, b"GET", origin.path + "/models",
-                                                    self._headers, b"", self._connect_s)
+                    resp = await self._transport.request(
+                        origin, b"GET", origin.path + "/models", self._headers, b"", self._timeouts)
                     await resp.read()
                     if resp.status < 500:
                         return True
@@ -166,66 +303,5 @@ class OpenAICompatBackend:
         return False
 
     async def aclose(self) -> None:
-        return None
-
-
-class HTTPChunkStream(MeteredStream):
-    """An upstream SSE stream, with its first event already read (so the
-    gateway can still fall back before it sends anything to the client)."""
-
-    def __init__(self, backend: OpenAICompatBackend, resp: Response,
-                 meter: StreamMeter) -> None:
-        self._backend = backend
-        self._resp = resp
-        self._meter = meter
-        self._split = EventSplitter()
-        self._pending: list[bytes] = []
-        self._stats = backend.stats
-
-    @property
-    def buffered(self) -> bool:
-        return bool(self._pending)
-
-    async def _read_events(self) -> bool:
-        """Read until at least one whole event is pending; False at end of stream."""
-        while not self._pending:
-            chunk = await self._resp.readany()
-            if not chunk:
-                self._pending = self._split.flush()
-                return bool(self._pending)
-            self._pending = self._split.feed(chunk)
-        return True
-
-    async def prime(self) -> None:
-        if not await self._read_events():
-            raise UpstreamError(f"model {self._backend.name} closed the stream without data")
-
-    async def __aiter__(self) -> Any:
-        try:
-            while True:
-                if not self._pending:
-                    async with asyncio.timeout(self._backend._between_s):
-                        if not await self._read_events():
-                            return
-                raw = self._pending.pop(0)
-                event = SSEEvent.parse(raw)
-                self._meter.observe(event)
-                yield event
-                if event.done:
-                    return
-        except (TimeoutError, OSError) as exc:
-            raise self._backend._convert(exc) from None
-
-    async def aclose(self) -> None:
-        if not self._close_once():
-            return
-        # Closing mid-stream drops the connection, which cancels the upstream request;
-        # a finished stream returns its connection to the pool.
-        try:
-            if self._meter.done and not self._resp.done:  # [DONE] came; the body's end is due
-                with contextlib.suppress(TimeoutError, OSError):
-                    async with asyncio.timeout(1.0):
-                        while await self._resp.readany():
-                            pass
-        finally:
-            self._resp.release()   # reused if complete, else closed (even when cancelled here)
+        if self._owns_transport:
+            await self._transport.aclose()

@@ -1,11 +1,28 @@
-"""Per-stream measurement: TTFT, inter-token latency and the upstream's usage."""
+"""An upstream SSE stream, and what is measured on it: TTFT, inter-token
+latency and the upstream's usage.
+
+A stream is complete only when ``data: [DONE]`` arrived. One that ends
+without it (the upstream closed the connection, or ended the body cleanly but
+early) raises ``UpstreamError`` with code ``upstream_stream_truncated`` from
+the iterator, so the relay ends the client's stream with an error event and
+bills what was relayed.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from backends.base import LiveStats, Usage
-from backends.sse import SSEEvent
+from backends.sse import EventSplitter, SSEEvent
+from backends.transport import Response
+from core.errors import UpstreamError
+
+if TYPE_CHECKING:
+    from backends.openai_compat import OpenAICompatBackend
 
 
 class StreamMeter:
@@ -94,3 +111,68 @@ class MeteredStream:
     @property
     def tpot_s(self) -> float | None:
         return self._meter.tpot_s
+
+
+class HTTPChunkStream(MeteredStream):
+    """An upstream SSE stream, with its first event already read (so the
+    gateway can still fall back before it sends anything to the client)."""
+
+    def __init__(self, backend: OpenAICompatBackend, resp: Response,
+                 meter: StreamMeter) -> None:
+        self._backend = backend
+        self._resp = resp
+        self._meter = meter
+        self._split = EventSplitter()
+        self._pending: list[bytes] = []
+        self._stats = backend.stats
+
+    @property
+    def buffered(self) -> bool:
+        return bool(self._pending)
+
+    async def _read_events(self) -> bool:
+        """Read until at least one whole event is pending; False at end of stream."""
+        while not self._pending:
+            chunk = await self._resp.readany()
+            if not chunk:
+                self._pending = self._split.flush()
+                return bool(self._pending)
+            self._pending = self._split.feed(chunk)
+        return True
+
+    async def prime(self) -> None:
+        if not await self._read_events():
+            raise UpstreamError(f"model {self._backend.name} closed the stream without data")
+
+    async def __aiter__(self) -> AsyncIterator[SSEEvent]:
+        try:
+            while True:
+                if not self._pending:
+                    async with asyncio.timeout(self._backend.between_s):
+                        if not await self._read_events():
+                            raise UpstreamError(
+                                f"model {self._backend.name} ended the stream without [DONE]",
+                                code="upstream_stream_truncated")
+                event = SSEEvent.parse(self._pending.pop(0))
+                self._meter.observe(event)
+                yield event
+                if event.done:
+                    return
+        except (TimeoutError, OSError) as exc:   # only network failures; a bug propagates
+            err = self._backend.convert(exc, mid_stream=True)
+            assert err is not None
+            raise err from None
+
+    async def aclose(self) -> None:
+        if not self._close_once():
+            return
+        # Closing mid-stream drops the connection, which cancels the upstream request;
+        # a finished stream returns its connection to the pool.
+        try:
+            if self._meter.done and not self._resp.done:  # [DONE] came; the body's end is due
+                with contextlib.suppress(TimeoutError, OSError):
+                    async with asyncio.timeout(1.0):
+                        while await self._resp.readany():
+                            pass
+        finally:
+            self._resp.release()   # reused if complete, else closed (even when cancelled here)

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 import trustme
 
-from backends.http1 import ConnectError, ConnectionPool, Origin, ProtocolError
+from backends.http1 import ConnectionPool
+from backends.transport import ConnectError, Origin, ProtocolError
+from core.config import Timeouts
 
 
 def synchronous(fn: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
@@ -24,6 +26,8 @@ def synchronous(fn: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], Non
     run.__name__ = fn.__name__
     return run
 
+
+QUICK = Timeouts(connect_s=2, pool_wait_s=1)
 
 Answer = Callable[[bytes], list[bytes] | None]   # request head+body -> raw writes (None: close)
 
@@ -82,7 +86,7 @@ def chunked(*chunks: bytes) -> list[bytes]:
 
 async def post(pool: ConnectionPool, origin: Origin, body: bytes = b"{}") -> tuple[int, bytes]:
     resp = await pool.request(origin, b"POST", origin.path + "/chat/completions",
-                              b"content-type: application/json\r\n", body, connect_timeout=2)
+                              b"content-type: application/json\r\n", body, QUICK)
     return resp.status, await resp.read()
 
 
