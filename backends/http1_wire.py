@@ -108,6 +108,7 @@ class Connection(asyncio.Protocol):
         self.idle_since = time.monotonic()
         self._keep_alive = False
         self._head_bytes = 0
+        self._field_bytes = 0
         self._interim = False
         self._failure: BaseException | None = None
 
@@ -143,6 +144,9 @@ class Connection(asyncio.Protocol):
     # -- httptools callbacks ----------------------------------------------
     def on_header(self, name: bytes, value: bytes) -> None:
         assert self.response is not None
+        # A head that arrives in one read is counted here (data_received counts
+        # only reads that leave the head incomplete).
+        self._field_bytes += len(name) + len(value)
         self.response.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
@@ -156,6 +160,9 @@ class Connection(asyncio.Protocol):
             self._interim = True          # 100 Continue, 103 Early Hints: the answer follows
             resp.headers.clear()
             return
+        if self._field_bytes > self.max_head:
+            self._failure = ResponseTooLarge(f"response head over {self.max_head} bytes")
+            raise self._failure
         length = resp.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
             self._failure = ResponseTooLarge(f"response body over {self.max_body} bytes")
@@ -207,7 +214,7 @@ class Connection(asyncio.Protocol):
     def send(self, head: bytes, body: bytes) -> LeanResponse:
         assert self.transport is not None
         self.requests += 1
-        self._head_bytes = 0
+        self._head_bytes = self._field_bytes = 0
         self.response = LeanResponse(self)
         self.headers_ready = asyncio.get_running_loop().create_future()
         self.transport.write(head + body if len(body) < 65536 else head)

@@ -5,83 +5,15 @@ checked on the wire, not assumed."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 import ssl
-from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
 
 import pytest
 import trustme
 
 from backends.http1 import ConnectionPool
 from backends.transport import ConnectError, Origin, ProtocolError
-from core.config import Timeouts
-
-
-def synchronous(fn: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
-    """Run an async test on a fresh event loop (the project uses no async pytest plugin)."""
-    def run() -> None:
-        asyncio.run(fn())
-    run.__name__ = fn.__name__
-    return run
-
-
-QUICK = Timeouts(connect_s=2, pool_wait_s=1)
-
-Answer = Callable[[bytes], list[bytes] | None]   # request head+body -> raw writes (None: close)
-
-
-@contextlib.asynccontextmanager
-async def raw_server(answer: Answer, close_after: int | None = None,
-                     tls: ssl.SSLContext | None = None
-                     ) -> AsyncIterator[tuple[Origin, list[int]]]:
-    """Serve ``answer`` on loopback; yields the origin and the per-connection request counts."""
-    counts: list[int] = []
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        counts.append(0)
-        me = len(counts) - 1
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":")[1])
-                body = await reader.readexactly(length)
-                counts[me] += 1
-                parts = answer(head + body)
-                if parts is None:
-                    break
-                for part in parts:
-                    writer.write(part)
-                    await writer.drain()
-                    await asyncio.sleep(0.05)
-                if close_after is not None and counts[me] >= close_after:
-                    break
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=tls)
-    port = server.sockets[0].getsockname()[1]
-    base = f"https://localhost:{port}" if tls else f"http://127.0.0.1:{port}"  # the cert's name
-    try:
-        yield Origin.parse(base + "/v1"), counts
-    finally:
-        server.close()
-
-
-def fixed(body: bytes, status: int = 200) -> list[bytes]:
-    return [b"HTTP/1.1 %d OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-            % (status, len(body), body)]
-
-
-def chunked(*chunks: bytes) -> list[bytes]:
-    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-    return [head, *(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks), b"0\r\n\r\n"]
+from tests.backends.rawserver import QUICK, chunked, fixed, raw_server, synchronous
 
 
 async def post(pool: ConnectionPool, origin: Origin, body: bytes = b"{}") -> tuple[int, bytes]:
