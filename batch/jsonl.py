@@ -1,0 +1,96 @@
+"""Batch input files: finding their lines and checking them, as pure functions.
+
+    report = check_input(open("requests.jsonl", "rb"), max_lines=50_000)
+    if report.errors: ...            # ["line 3: custom_id 'a' is used on line 1", ...]
+    for line in scan_lines(f): ...   # Line(number=1, offset=0, length=120)
+
+A line is one JSON object per OpenAI's batch input format::
+
+    {"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions", "body": {...}}
+
+Blank lines are skipped everywhere (a trailing newline is not a line), so the
+offsets found at upload and at batch creation always agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import orjson
+
+CHAT_URL = "/v1/chat/completions"
+MAX_REPORTED_ERRORS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    number: int  # 1-based, counting every physical line
+    offset: int
+    length: int
+    raw: bytes
+
+
+@dataclass
+class InputReport:
+    lines: int = 0
+    errors: list[str] = field(default_factory=list)
+    error_count: int = 0
+
+    def add(self, number: int, message: str) -> None:
+        self.error_count += 1
+        if len(self.errors) < MAX_REPORTED_ERRORS:
+            self.errors.append(f"line {number}: {message}")
+
+
+def scan_lines(f: BinaryIO) -> Iterator[Line]:
+    """Every non-blank line of ``f`` with its byte offset and length (newline excluded)."""
+    offset = 0
+    for number, raw in enumerate(f, start=1):
+        stripped = raw.rstrip(b"\r\n")
+        if stripped.strip():
+            yield Line(number, offset, len(stripped), stripped)
+        offset += len(raw)
+
+
+def parse_request(raw: bytes) -> dict[str, Any]:
+    """One line as a request object; raises ValueError saying what is wrong."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise ValueError("not valid JSON") from None
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    custom_id = obj.get("custom_id")
+    if not isinstance(custom_id, str) or not custom_id:
+        raise ValueError("custom_id must be a non-empty string")
+    if len(custom_id) > 512:
+        raise ValueError("custom_id is longer than 512 characters")
+    if obj.get("method") != "POST":
+        raise ValueError("method must be \"POST\"")
+    if obj.get("url") != CHAT_URL:
+        raise ValueError(f"url must be \"{CHAT_URL}\"")
+    if not isinstance(obj.get("body"), dict):
+        raise ValueError("body must be a JSON object")
+    return obj
+
+
+def check_input(f: BinaryIO, *, max_lines: int) -> InputReport:
+    """Check every line of an upload; stops counting past ``max_lines``."""
+    report = InputReport()
+    seen: dict[str, int] = {}
+    for line in scan_lines(f):
+        report.lines += 1
+        if report.lines > max_lines:
+            break
+        try:
+            request = parse_request(line.raw)
+        except ValueError as exc:
+            report.add(line.number, str(exc))
+            continue
+        custom_id = request["custom_id"]
+        first = seen.setdefault(custom_id, line.number)
+        if first != line.number:
+            report.add(line.number, f"custom_id {custom_id!r} is already used on line {first}")
+    return report

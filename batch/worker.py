@@ -1,0 +1,203 @@
+"""The batch worker: takes lines off the shared stream and runs them, a few at a time.
+
+    worker = BatchWorker(store, files, queue, run_line, settings, consumer="host-1234-ab")
+    task = asyncio.create_task(worker.run())     # until cancelled
+    await worker.aclose()
+
+``run_line(owner, body, line_id) -> (HTTP status, response body)`` is
+injected: the gateway passes its request pipeline, tests may pass anything,
+and this package never imports the gateway. At most ``concurrency`` lines run
+per replica; entries are read only when a slot is free, so a busy replica
+never hoards work another could do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from redis.exceptions import RedisError
+
+from batch.files import FileStore
+from batch.lifecycle import Lifecycle
+from batch.queue import WorkItem, WorkQueue
+from batch.records import Owner, line_id, result_line
+from batch.store import BatchStore
+from core.batch_config import BatchSettings
+
+log = logging.getLogger("routegate.batch")
+
+RunLine = Callable[[Owner, dict[str, Any], str], Awaitable[tuple[int, dict[str, Any]]]]
+INTERNAL = {"error": {"message": "The gateway hit an internal error running this request.",
+                      "type": "server_error", "param": None, "code": "internal_error"}}
+REDIS_BACKOFF_S = 1.0
+VALIDATING_WAIT_S = 10.0
+STOP_GRACE_S = 5.0
+
+
+def _tokens(body: dict[str, Any]) -> tuple[int, int]:
+    usage = body.get("usage") if isinstance(body, dict) else None
+    if not isinstance(usage, dict):
+        return 0, 0
+    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+
+
+class BatchWorker:
+    def __init__(self, store: BatchStore, files: FileStore, queue: WorkQueue, run_line: RunLine,
+                 settings: BatchSettings, consumer: str) -> None:
+        self.store, self.files, self.queue = store, files, queue
+        self.run_line = run_line
+        self.settings = settings
+        self.consumer = consumer
+        self.lifecycle = Lifecycle(store, files, settings)
+        self._running: dict[asyncio.Task[None], str] = {}
+        self._owners: dict[str, tuple[Owner, str]] = {}
+        self._loops: list[asyncio.Task[None]] = []
+
+    async def run(self) -> None:
+        """Consume, heartbeat and sweep until cancelled."""
+        self._loops = [asyncio.create_task(loop()) for loop in
+                       (self._consume, self._heartbeat, self._sweep)]
+        try:
+            await asyncio.gather(*self._loops)
+        finally:
+            for task in self._loops:
+                task.cancel()
+
+    async def aclose(self) -> None:
+        """Stop taking lines; give those running a moment, then cut them."""
+        for task in self._loops:
+            task.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        running = list(self._running)
+        if running:
+            await asyncio.wait(running, timeout=STOP_GRACE_S)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+    async def _consume(self) -> None:
+        next_claim = 0.0
+        while True:
+            free = self.settings.concurrency - len(self._running)
+            if free <= 0:
+                await asyncio.wait(list(self._running), return_when=asyncio.FIRST_COMPLETED)
+                continue
+            try:
+                items = []
+                if time.monotonic() >= next_claim:
+                    next_claim = time.monotonic() + self.settings.claim_interval_s
+                    items = await self.queue.claim_stale(self.consumer, self.settings.claim_idle_s,
+                                                         free)
+                if not items:
+                    items = await self.queue.read_new(self.consumer, free)
+            except (RedisError, OSError) as exc:
+                log.warning("batch worker: Redis unavailable (%r); retrying", exc)
+                await asyncio.sleep(REDIS_BACKOFF_S)
+                continue
+            if not items:
+                await asyncio.sleep(self.settings.poll_interval_s)
+            for entry_id, item in items:
+                task = asyncio.create_task(self._run_entry(entry_id, item))
+                self._running[task] = entry_id
+                task.add_done_callback(self._running.pop)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.claim_idle_s / 3)
+            with contextlib.suppress(RedisError, OSError):
+                await self.queue.heartbeat(self.consumer, list(self._running.values()))
+
+    async def _sweep(self) -> None:
+        while True:
+            with contextlib.suppress(RedisError, OSError):
+                await self.lifecycle.sweep()
+            await asyncio.sleep(self.settings.sweep_interval_s)
+
+    async def _run_entry(self, entry_id: str, item: WorkItem) -> None:
+        try:
+            if await self._run_item(item):
+                await self.queue.done(entry_id)
+        except (RedisError, OSError) as exc:
+            # Left pending: XAUTOCLAIM hands it out again, and RECORD keeps it once.
+            log.warning("batch %s line %d: Redis failed (%r); will be retried",
+                        item.batch_id, item.index, exc)
+        except Exception:
+            log.exception("batch %s line %d: worker error", item.batch_id, item.index)
+
+    async def _run_item(self, item: WorkItem) -> bool:
+        """Run one line and record it; False leaves its entry pending for a retry."""
+        found = await self._batch(item.batch_id)
+        if found is None:
+            return True  # the batch is gone
+        owner, file_id = found
+        try:
+            raw = await asyncio.to_thread(self.files.blobs.read_range, file_id, item.offset,
+                                          item.length)
+        except FileNotFoundError:
+            await self._input_gone(item.batch_id, file_id)
+            return True
+        request = orjson.loads(raw)
+        custom_id = request["custom_id"]
+        gate = await self._gate(item.batch_id, custom_id)
+        if gate == "wait":
+            return False
+        if gate == "expired":
+            await self.lifecycle.advance(item.batch_id)
+        if gate != "go":
+            return True
+        try:
+            status, body = await self._call(owner, request["body"], item.batch_id, custom_id)
+        except BaseException:
+            await asyncio.shield(self.store.abandon_line(item.batch_id))
+            raise
+        ok = 200 <= status < 300
+        value = b"%d\t%s\t%s" % (item.index, b"o" if ok else b"e",
+                                  result_line(item.batch_id, custom_id, status, body))
+        _, done, total = await self.store.record(item.batch_id, custom_id, value, ok=ok,
+                                                 tokens=_tokens(body))
+        if done >= total:
+            await self.lifecycle.advance(item.batch_id)
+        return True
+
+    async def _gate(self, batch_id: str, custom_id: str) -> str:
+        # "validating" lasts while the creator enqueues (about a second).
+        deadline = time.monotonic() + VALIDATING_WAIT_S
+        while True:
+            gate = await self.store.start_line(batch_id, custom_id, time.time())
+            if gate != "wait" or time.monotonic() > deadline:
+                return gate
+            await asyncio.sleep(0.1)
+
+    async def _call(self, owner: Owner, body: dict[str, Any], batch_id: str, custom_id: str
+                    ) -> tuple[int, dict[str, Any]]:
+        try:
+            return await self.run_line(owner, body, line_id(batch_id, custom_id))
+        except Exception:
+            log.exception("batch %s: line %r raised", batch_id, custom_id)
+            return 500, INTERNAL
+
+    async def _input_gone(self, batch_id: str, file_id: str) -> None:
+        """The input file was deleted mid-batch: fail the batch, keep what completed."""
+        errors = orjson.dumps([{"code": "input_file_deleted", "line": None, "param": None,
+                                "message": f"The input file {file_id} was deleted."}]).decode()
+        await self.store.transition(batch_id, ("in_progress",), "finalizing",
+                                    finalizing_at=int(time.time()), target="failed", errors=errors)
+        await self.lifecycle.advance(batch_id)
+
+    async def _batch(self, batch_id: str) -> tuple[Owner, str] | None:
+        """(owner, input file id): fixed for a batch's life, so cached."""
+        if batch_id not in self._owners:
+            fields = await self.store.fields(batch_id)
+            if not fields:
+                return None
+            if len(self._owners) > 256:
+                self._owners.clear()
+            self._owners[batch_id] = (Owner(fields["team"], fields["key_hash"]),
+                                      fields["input_file_id"])
+        return self._owners[batch_id]

@@ -1,0 +1,53 @@
+"""The ``batch:`` section of the gateway YAML (the Batch API, ``batch/``).
+
+    batch:
+      worker_in_serve: true     # false: run ``routegate worker`` separately
+      concurrency: 8            # lines in flight per replica
+      claim_idle_s: 30          # a line held this long by a silent worker is taken over
+
+Every replica sharing a Redis must use the same ``key_prefix`` and see the
+same ``data_dir`` (the file bytes live in ``<data_dir>/files``).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class BatchSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # false: /v1/files and /v1/batches answer 404 and no worker runs.
+    enabled: bool = True
+    # Run the batch worker inside ``routegate serve`` (the default), or only in
+    # ``routegate worker`` processes.
+    worker_in_serve: bool = True
+    max_file_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
+    max_lines: int = Field(default=50_000, ge=1)
+    # A fixed cap per replica, so a batch can never take every upstream
+    # connection from interactive traffic.
+    concurrency: int = Field(default=8, ge=1, le=1024)
+    # How long an idle worker sleeps before asking the stream again.
+    poll_interval_s: float = Field(default=0.2, gt=0, le=5)
+    # How often a worker looks for lines a dead worker held.
+    claim_interval_s: float = Field(default=5.0, gt=0)
+    # A line pending this long without a heartbeat is taken over. Live workers
+    # refresh their lines every claim_idle_s / 3, so slow lines are not stolen.
+    claim_idle_s: float = Field(default=30.0, gt=0)
+    # How often each replica checks active batches for expiry, cancel and
+    # abandoned finalizing.
+    sweep_interval_s: float = Field(default=1.0, gt=0)
+    # After cancel or expiry, lines in flight get this long to finish before
+    # the output files are written without them.
+    drain_grace_s: float = Field(default=30.0, ge=0)
+    # A finalizer that has not finished in this time is presumed dead.
+    finalize_lease_s: float = Field(default=120.0, gt=0)
+    # Longest completion_window accepted (OpenAI accepts only "24h").
+    max_completion_window_s: int = Field(default=7 * 86400, ge=1)
+    key_prefix: str = Field(default="rgb", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+
+    @model_validator(mode="after")
+    def _claims_outlast_heartbeats(self) -> BatchSettings:
+        if self.claim_interval_s > self.claim_idle_s:
+            raise ValueError("claim_interval_s must not exceed claim_idle_s")
+        return self
