@@ -12,6 +12,12 @@ The ``model`` field picks a behaviour, so a fault test is one line:
     drop                 drops the connection mid-stream
     invalid-json         truncated JSON when response_format asks for JSON
     echo                 answers with the request body it received, as JSON text
+    no-usage             answers without ``usage`` (streams: without the usage chunk)
+    negative-usage       reports negative token counts
+    huge-usage           reports 10,000,000 completion tokens
+    no-done              streams end cleanly but without ``data: [DONE]``
+    status-NNN           always HTTP NNN with an OpenAI error body (429: ``retry-after: 7``;
+                         the message carries a fake credential, to test that it is scrubbed)
 
 ``GET /sim/stats`` returns per-behaviour counters (requests, cancelled, ...).
 """
@@ -19,6 +25,8 @@ The ``model`` field picks a behaviour, so a fault test is one line:
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 from typing import Any
 
 import orjson
@@ -81,6 +89,66 @@ def echo(payload: dict[str, Any]) -> Response:
     return Response(stream, media_type="text/event-stream")
 
 
+# Usage faults: what the upstream reports instead of the truth (None: no usage at all).
+USAGE_FAULTS: dict[str, dict[str, int] | None] = {
+    "no-usage": None,
+    "negative-usage": {"prompt_tokens": -5, "completion_tokens": -3, "total_tokens": -8},
+    "huge-usage": {"prompt_tokens": 10, "completion_tokens": 10_000_000,
+                   "total_tokens": 10_000_010},
+}
+FAKE_SECRET = "sk-live-0123456789abcdefABCDEF0123456789"
+
+
+def status_fault(name: str) -> Response:
+    status = int(name.removeprefix("status-"))
+    response = error_response(status, f"upstream says no (HTTP {status}); key {FAKE_SECRET} "
+                              "was used", "upstream_test")
+    if status == 429:
+        response.headers["retry-after"] = "7"
+    return response
+
+
+def faulty_usage(body: bytes, fault: str) -> bytes:
+    data = orjson.loads(body)
+    usage = USAGE_FAULTS[fault]
+    if usage is None:
+        data.pop("usage", None)
+    else:
+        data["usage"] = usage
+    return orjson.dumps(data)
+
+
+def faulty_event(raw: bytes, fault: str) -> bytes | None:
+    """One SSE event as the faulty upstream sends it (None: not at all)."""
+    if raw.startswith(b"data: [DONE]"):
+        return None if fault == "no-done" else raw
+    if fault in USAGE_FAULTS and b'"usage":{' in raw:
+        data = orjson.loads(raw[len(b"data: "):])
+        if USAGE_FAULTS[fault] is None:
+            return None if not data.get("choices") else raw
+        data["usage"] = USAGE_FAULTS[fault]
+        return b"data: " + orjson.dumps(data) + b"\n\n"
+    return raw
+
+
+async def until_disconnect(request: Request, work: Any) -> Any:
+    """Run ``work``, cancelling it if the client disconnects, as vLLM and
+    llama.cpp abort a generation nobody waits for (Starlette does not for
+    non-streamed responses)."""
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(request.receive())
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return None
+        return task.result()
+    finally:
+        watch.cancel()
+
+
 def create_app(base: SimulateConfig) -> Starlette:
     backends = build_backends(base)
     counter = counter_for("o200k_base")
@@ -92,15 +160,23 @@ def create_app(base: SimulateConfig) -> Starlette:
             assert isinstance(messages, list) and messages
         except Exception:
             return error_response(400, "'messages' is required", "invalid_request")
-        if payload.get("model") == "echo":
+        name = str(payload.get("model"))
+        if name == "echo":
             return echo(payload)
-        backend = backends.get(str(payload.get("model")), backends["default"])
+        if name.startswith("status-"):
+            return status_fault(name)
+        fault = name if name in USAGE_FAULTS or name == "no-done" else None
+        backend = backends.get(name, backends["default"])
         call = UpstreamCall(request.headers.get("x-request-id", "sim"), payload,
                             counter.count_messages(messages))
         try:
             if not payload.get("stream"):
-                completion = await backend.complete(call)
-                return Response(completion.body, media_type="application/json")
+                completion = await until_disconnect(request, backend.complete(call))
+                if completion is None:
+                    return Response(b"", status_code=499)
+                body = faulty_usage(completion.body, fault) if fault in USAGE_FAULTS else (
+                    completion.body)
+                return Response(body, media_type="application/json")
             stream = await backend.stream(call)
         except GatewayError as exc:
             return error_response(getattr(exc, "upstream_status", None) or 500, exc.message)
@@ -108,7 +184,9 @@ def create_app(base: SimulateConfig) -> Starlette:
         async def relay() -> Any:
             try:
                 async for event in stream:
-                    yield event.raw
+                    raw = faulty_event(event.raw, fault) if fault else event.raw
+                    if raw is not None:
+                        yield raw
             finally:
                 await stream.aclose()
 

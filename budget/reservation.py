@@ -28,12 +28,13 @@ class Reservation:
     soft_limited: bool
     local: bool = False
 
-    def journal_entry(self, input_tokens: int, output_tokens: int, cost: int) -> JournalEntry:
+    def journal_entry(self, input_tokens: int, output_tokens: int, cost: int,
+                      model: str | None = None) -> JournalEntry:
         return JournalEntry(
             request_id=self.request_id,
             team=self.team,
             key_id=self.key_id,
-            model=self.model,
+            model=model or self.model,
             day=self.windows.day,
             month=self.windows.month,
             minute=self.windows.minute,

@@ -185,15 +185,20 @@ class BudgetStore:
         input_tokens: int,
         output_tokens: int,
         cost_nanousd: int,
+        model: str | None = None,
     ) -> None:
         """Bill the real cost and release the rest. Never raises.
 
+        ``model`` is the model that answered, for the ledger (a fallback's
+        answer is not filed under the first choice); default the reserved one.
         Shielded: a client that disconnects while we settle must not cancel
         the billing of what the upstream already generated.
         """
-        await asyncio.shield(self._settle(reservation, input_tokens, output_tokens, cost_nanousd))
+        await asyncio.shield(self._settle(reservation, input_tokens, output_tokens, cost_nanousd,
+                                          model or reservation.model))
 
-    async def _settle(self, res: Reservation, input_tokens: int, output_tokens: int, cost: int) -> None:
+    async def _settle(self, res: Reservation, input_tokens: int, output_tokens: int, cost: int,
+                      model: str) -> None:
         if res.local:
             self._local.settle(res.team, res.amount, cost)
         if cost > res.amount:
@@ -205,7 +210,7 @@ class BudgetStore:
                 cost,
                 res.amount,
             )
-        entry = res.journal_entry(input_tokens, output_tokens, cost)
+        entry = res.journal_entry(input_tokens, output_tokens, cost, model)
         if not self._suspect_down():
             try:
                 await self._apply(entry)

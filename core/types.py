@@ -33,7 +33,6 @@ class LiveStats:
     tpot_s: float | None = None
     in_flight: int = 0
     requests: int = 0
-    failures: int = 0
     last_failure: float = 0.0
 
     def observe_ttft(self, seconds: float) -> None:
@@ -47,5 +46,4 @@ class LiveStats:
         )
 
     def observe_failure(self) -> None:
-        self.failures += 1
         self.last_failure = time.monotonic()

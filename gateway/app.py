@@ -26,7 +26,7 @@ from fastapi.responses import Response
 from core.config import GatewayConfig, load_config
 from core.errors import GatewayError, InvalidRequest, NotFound
 from gateway.asgi import RouteGate
-from gateway.exchange import new_request_id
+from gateway.ids import response_request_id
 from gateway.reload import reload_teams, watch_config
 from gateway.routes import admin, chat, meta, usage
 from gateway.state import AppState
@@ -36,7 +36,7 @@ DEFAULT_CONFIG = "config/routegate.yaml"
 
 
 def _error(exc: GatewayError, request: Request) -> Response:
-    headers = {"x-request-id": new_request_id(request.headers.get("x-request-id")), **exc.headers}
+    headers = {"x-request-id": response_request_id(request.headers.get("x-request-id")), **exc.headers}
     return Response(exc.to_json(), status_code=exc.status_code, media_type="application/json",
                     headers=headers)
 

@@ -16,25 +16,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from core.errors import MethodNotAllowed, PayloadTooLarge
-from gateway.exchange import new_request_id
+from gateway.ids import response_request_id
+from gateway.pipeline import ClientGone
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Handler = Callable[["HTTPExchange"], Awaitable[None]]
-
-
-class ClientGone(Exception):
-    """The client disconnected before its request body arrived."""
+T = TypeVar("T")
 
 
 class HTTPExchange:
-    """One HTTP request/response on the raw ASGI interface."""
+    """One HTTP request/response on the raw ASGI interface (a pipeline ``Responder``).
 
-    __slots__ = ("scope", "receive", "send", "headers", "app")
+    After the body is read, one watcher task waits for ``http.disconnect``:
+    uvicorn drops writes to a closed connection silently, so without it a
+    client that leaves would not stop the upstream. Inside ``until_gone`` and
+    ``send_stream`` a disconnect cancels the work at once.
+    """
+
+    __slots__ = ("scope", "receive", "send", "headers", "app", "gone", "_started",
+                 "_responded", "_watcher", "_guarded")
 
     def __init__(self, app: Any, scope: Scope, receive: Receive, send: Send) -> None:
         self.app = app
@@ -43,6 +48,11 @@ class HTTPExchange:
         self.send = send
         # Header names arrive lower-cased (ASGI spec); a repeated header keeps its last value.
         self.headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        self.gone = False
+        self._started = False
+        self._responded = False
+        self._watcher: asyncio.Future[Any] | None = None
+        self._guarded: asyncio.Task[Any] | None = None
 
     async def read_body(self, limit: int) -> bytes:
         """The request body, refusing anything over ``limit`` bytes before reading it all."""
@@ -63,56 +73,86 @@ class HTTPExchange:
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    async def respond(self, status: int, body: bytes, headers: dict[str, str],
-                      content_type: bytes = b"application/json") -> None:
+    async def send_json(self, status: int, body: bytes, headers: dict[str, str],
+                        content_type: bytes = b"application/json") -> None:
+        if self._started:    # an error after a stream began is reported inside the stream
+            return
+        self._started = True
         raw = _raw_headers(headers, (b"content-type", content_type),
                            (b"content-length", b"%d" % len(body)))
         await self.send({"type": "http.response.start", "status": status, "headers": raw})
+        self._responded = True
         await self.send({"type": "http.response.body", "body": body})
 
-    async def stream(self, chunks: AsyncIterator[bytes], headers: dict[str, str]) -> bool:
-        """Send an SSE response chunk by chunk; False if the client left before the end.
+    async def until_gone(self, work: Awaitable[T]) -> T:
+        """Await ``work``; if the client disconnects meanwhile, cancel it and raise ClientGone."""
+        if self.gone:
+            _discard(work)
+            raise ClientGone()
+        task = self._guard()
+        try:
+            return await work
+        except asyncio.CancelledError:
+            if not self.gone:
+                raise
+            task.uncancel()
+            raise ClientGone() from None
+        finally:
+            self._guarded = None
 
-        uvicorn drops writes to a closed connection silently, so a watcher
-        waits for ``http.disconnect`` and cancels the relay: a client that
-        leaves while the upstream is thinking stops the upstream at once.
-        """
+    async def send_stream(self, chunks: AsyncIterator[bytes], headers: dict[str, str]) -> bool:
+        """Send an SSE response chunk by chunk; False if the client left before the end."""
         raw = _raw_headers(headers, (b"content-type", b"text/event-stream"),
                            (b"cache-control", b"no-cache"))
-        task = asyncio.current_task()
-        assert task is not None
-        gone = False
-        relaying = True
-
-        def on_disconnect(watch: asyncio.Future[Any]) -> None:
-            nonlocal gone
-            if not watch.cancelled() and watch.exception() is None and relaying:
-                gone = True
-                task.cancel()
-
-        watcher = asyncio.ensure_future(self._disconnected())
-        watcher.add_done_callback(on_disconnect)
+        task = self._guard()
+        self._started = True
         try:
             await self.send({"type": "http.response.start", "status": 200, "headers": raw})
             async for chunk in chunks:
                 await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
             # Completing the response wakes the watcher with http.disconnect too.
-            relaying = False
+            self._guarded, self._responded = None, True
             await self.send({"type": "http.response.body", "body": b""})
         except asyncio.CancelledError:
-            if not gone:
+            if not self.gone:
                 raise
             task.uncancel()
         finally:
-            relaying = False
-            watcher.cancel()
+            self._guarded = None
             with contextlib.suppress(AttributeError, RuntimeError):
                 await aclose(chunks)
-        return not gone
+        return not self.gone
+
+    def close(self) -> None:
+        """Stop watching: the exchange is over."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+
+    def _guard(self) -> asyncio.Task[Any]:
+        task = asyncio.current_task()
+        assert task is not None
+        if self._watcher is None:
+            self._watcher = asyncio.ensure_future(self._disconnected())
+            self._watcher.add_done_callback(self._on_disconnect)
+        self._guarded = task
+        return task
+
+    def _on_disconnect(self, watch: asyncio.Future[Any]) -> None:
+        if watch.cancelled() or watch.exception() is not None or self._responded:
+            return
+        self.gone = True
+        if self._guarded is not None:
+            self._guarded.cancel()
 
     async def _disconnected(self) -> None:
         while (await self.receive())["type"] != "http.disconnect":
             pass
+
+
+def _discard(work: Awaitable[Any]) -> None:
+    close = getattr(work, "close", None)
+    if close is not None:
+        close()
 
 
 def _raw_headers(headers: dict[str, str], *fixed: tuple[bytes, bytes]) -> list[tuple[bytes, bytes]]:
@@ -142,8 +182,8 @@ class RouteGate:
                     await handler(http)
                 else:
                     error = MethodNotAllowed(f"{scope['path']} accepts POST only.")
-                    await http.respond(error.status_code, error.to_json(), {
+                    await http.send_json(error.status_code, error.to_json(), {
                         "allow": "POST",
-                        "x-request-id": new_request_id(http.headers.get("x-request-id"))})
+                        "x-request-id": response_request_id(http.headers.get("x-request-id"))})
                 return
         await self.api(scope, receive, send)

@@ -1,24 +1,23 @@
 """Relaying an upstream stream to the client, byte-exact.
 
-    relay = StreamRelay(chat, features, model, stream)
-    SettledStreamingResponse(relay.events(), on_sent=lambda: relay.finish(ex))
+    relay = StreamRelay(stream, include_usage=chat.include_usage)
+    sent_all = await responder.send_stream(relay.events(), headers)
+    relay.chunks, relay.error, stream.usage
 
 Events that arrived together leave together (one ASGI send per upstream
 read, not per event). The usage chunk the gateway asked for is dropped when
 the client did not ask for it. An upstream failure after the headers went
-out becomes an in-stream error event, which OpenAI's SDK raises.
+out (a broken stream, or one that ended without ``[DONE]``) becomes an
+in-stream OpenAI error event, which the SDK raises: a truncated stream never
+looks complete.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from backends.base import ChunkStream, Usage
-from core.config import ModelConfig
+from backends.base import ChunkStream
 from core.errors import GatewayError
-from gateway.exchange import Exchange
-from gateway.features import RequestFeatures
-from gateway.request import ChatRequest
 
 
 def error_event(exc: GatewayError) -> bytes:
@@ -26,18 +25,15 @@ def error_event(exc: GatewayError) -> bytes:
 
 
 class StreamRelay:
-    def __init__(self, chat: ChatRequest, features: RequestFeatures, model: ModelConfig,
-                 stream: ChunkStream) -> None:
-        self.chat = chat
-        self.features = features
-        self.model = model
+    def __init__(self, stream: ChunkStream, *, include_usage: bool) -> None:
         self.stream = stream
-        self.chunks = 0
+        self.drop_usage = not include_usage
+        self.chunks = 0                      # token-bearing chunks relayed
         self.error: GatewayError | None = None
 
     async def events(self) -> AsyncIterator[bytes]:
         out: list[bytes] = []
-        drop_usage = not self.chat.include_usage
+        drop_usage = self.drop_usage
         try:
             try:
                 async for event in self.stream:
@@ -57,16 +53,3 @@ class StreamRelay:
             # upstream all the same, which cancels its generation (aclose
             # drops or returns the connection even if cancelled itself).
             await self.stream.aclose()
-
-    def usage(self) -> Usage:
-        """The upstream's usage; when the stream ended without it (client gone,
-        upstream broke), what was generated: one token per relayed chunk."""
-        if self.stream.usage is not None:
-            return self.stream.usage
-        prompt = self.features.prompt_tokens(self.model.tokenizer)
-        return Usage(prompt, self.chunks, estimated=True)
-
-    async def finish(self, ex: Exchange) -> None:
-        await self.stream.aclose()   # no-op unless the body was never iterated
-        await ex.finish(self.model, self.usage(), ttft_s=self.stream.ttft_s or None,
-                        tpot_s=self.stream.tpot_s, error=self.error)

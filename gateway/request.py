@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from starlette.requests import Request
 
-from core.errors import InvalidRequest, MalformedJSON, PayloadTooLarge
+from core.errors import InvalidRequest, MalformedJSON
 
 AUTO = "auto"
 QUALITY_HEADER = "x-routegate-quality"
@@ -37,25 +36,6 @@ class ChatRequest:
     @property
     def routed(self) -> bool:
         return self.model == AUTO
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refusing anything over ``limit`` bytes before reading it all."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"Request body of {declared} bytes exceeds the limit of {limit}.")
-    if declared is not None:
-        body = await request.body()
-        if len(body) > limit:
-            raise PayloadTooLarge(f"Request body exceeds the limit of {limit} bytes.")
-        return body
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"Request body exceeds the limit of {limit} bytes.")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _quality(value: Any, param: str) -> float:
@@ -89,6 +69,10 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise InvalidRequest(f"messages[{i}] must be an object with a string 'role'",
                                  param=f"messages[{i}]")
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise InvalidRequest(f"messages[{i}].content must be a string or an array of parts",
+                                 param=f"messages[{i}].content")
     return messages
 
 

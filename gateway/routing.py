@@ -17,6 +17,7 @@ from core.errors import InvalidRequest, ModelNotFound
 from core.types import LiveStats
 from gateway.auth import Caller
 from gateway.features import DEFAULT_EXPECTED_OUTPUT, RequestFeatures
+from gateway.pricing import cost_usd, pool_rate
 from gateway.request import ChatRequest
 from policies import Candidate, Decision, Policy, RouteContext, get_policy
 
@@ -26,11 +27,6 @@ if TYPE_CHECKING:
 DEFAULT_TTFT_S = 0.5
 DEFAULT_TPOT_S = 0.03
 DEFAULT_CAPACITY = 16
-
-
-def predicted_cost(model: ModelConfig, prompt_tokens: int, output_tokens: int) -> float:
-    p = model.price
-    return (prompt_tokens * p.input_per_mtok + output_tokens * p.output_per_mtok) / 1e6
 
 
 def predicted_timing(model: ModelConfig, stats: LiveStats, prompt_tokens: int
@@ -88,13 +84,14 @@ class Router:
             return model.ability
         return self.classifier.p_correct(features.score, model.ability, model.family)
 
-    def _candidate(self, model: ModelConfig, features: RequestFeatures) -> Candidate:
+    def _candidate(self, model: ModelConfig, features: RequestFeatures, rate: float
+                   ) -> Candidate:
         prompt = features.prompt_tokens(model.tokenizer)
         out = min(features.expected_output_tokens, model.max_output_tokens)
         stats = self.backends[model.name].stats
         ttft, tpot = predicted_timing(model, stats, prompt)
         return Candidate(model, stats, self.predicted_quality(model, features),
-                         predicted_cost(model, prompt, out), ttft, tpot, ttft + tpot * out)
+                         cost_usd(model, prompt, out, rate), ttft, tpot, ttft + tpot * out)
 
     def _fits(self, model: ModelConfig, chat: ChatRequest, features: RequestFeatures) -> bool:
         out = chat.max_tokens or 1
@@ -116,7 +113,7 @@ class Router:
                 f"This model's maximum context length is {model.context_window} tokens; the "
                 f"request needs {features.prompt_tokens(model.tokenizer)} prompt tokens plus "
                 "its output.", param="messages", code="context_length_exceeded")
-        c = self._candidate(model, features)
+        c = self._candidate(model, features, pool_rate(self.config, pool))
         return Decision(model=model.name, reason="requested", predicted_cost_usd=c.cost_usd,
                         predicted_latency_s=c.latency_s)
 
@@ -127,7 +124,9 @@ class Router:
         usable = [m for m in self.config.models if allowed(m, caller, pool)]
         if not usable:
             raise ModelNotFound(chat.model)
-        fitting = [self._candidate(m, features) for m in usable if self._fits(m, chat, features)]
+        rate = pool_rate(self.config, pool)
+        fitting = [self._candidate(m, features, rate) for m in usable
+                   if self._fits(m, chat, features)]
         if not fitting:
             largest = max(m.max_output_tokens for m in usable)
             if chat.max_tokens and chat.max_tokens > largest:

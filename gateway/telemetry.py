@@ -18,7 +18,6 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -26,36 +25,13 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from gateway.outcome import Outcome
+
 logger = logging.getLogger("routegate.request")
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"   # read by prometheus_client at import
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-
-
-@dataclass(slots=True)
-class RequestRecord:
-    request_id: str
-    team: str | None = None
-    key: str | None = None
-    pool: str = "interactive"
-    model: str | None = None
-    reason: str | None = None
-    status: int = 200
-    error_code: str | None = None
-    stream: bool = False
-    attempts: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    usage_estimated: bool = False
-    cost_usd: float = 0.0
-    energy_j: float | None = None
-    ttft_s: float | None = None
-    tpot_s: float | None = None
-    latency_s: float = 0.0
-    predicted_quality: float | None = None
-    confidence: float | None = None
-    budget: str | None = None
 
 
 class EventLog:
@@ -103,6 +79,9 @@ class Telemetry:
                               buckets=LATENCY_BUCKETS, registry=r)
         self.tokens = Counter("routegate_tokens", "Tokens", ["team", "model", "kind"], registry=r)
         self.cost = Counter("routegate_cost_usd", "Spend in USD", ["team", "model"], registry=r)
+        self.usage_anomalies = Counter(
+            "routegate_usage_anomalies", "Upstream usage corrected before billing (negative "
+            "counts, completion tokens over the reservation)", ["model", "kind"], registry=r)
         self._children: dict[tuple[str, str, int], tuple[Any, ...]] = {}
         # The request log is on at INFO (``routegate serve --log-level``).
         self.events = EventLog() if logger.isEnabledFor(logging.INFO) else None
@@ -122,20 +101,22 @@ class Telemetry:
                 self.tokens.labels(team, model, "completion"), self.cost.labels(team, model))
         return series
 
-    def request_completed(self, rec: RequestRecord) -> None:
+    def request_completed(self, rec: Outcome) -> None:
         requests, latency, ttft, prompt, completion, cost = self._series(
             rec.team or "-", rec.model or "-", rec.status)
         requests.inc()
         latency.observe(rec.latency_s)
         if rec.ttft_s is not None:
             ttft.observe(rec.ttft_s)
+        if rec.usage_anomaly is not None:
+            self.usage_anomalies.labels(rec.model or "-", rec.usage_anomaly).inc()
         if rec.prompt_tokens or rec.completion_tokens:
             prompt.inc(rec.prompt_tokens)
             completion.inc(rec.completion_tokens)
             cost.inc(rec.cost_usd)
         if self.events is not None:
             event: dict[str, object] = {"event": "request.completed", "ts": time.time()}
-            for name in RequestRecord.__slots__:   # asdict() deep-copies: slow per request
+            for name in Outcome.__slots__:   # asdict() deep-copies: slow per request
                 event[name] = getattr(rec, name)
             self.events.emit(event)
 

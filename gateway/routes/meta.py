@@ -8,14 +8,14 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from gateway.exchange import new_request_id
+from gateway.ids import response_request_id
 from gateway.state import AppState
 
 router = APIRouter()
 
 
 def _json(data: object, status: int = 200, request: Request | None = None) -> Response:
-    rid = new_request_id(request.headers.get("x-request-id") if request else None)
+    rid = response_request_id(request.headers.get("x-request-id") if request else None)
     return Response(orjson.dumps(data), status_code=status, media_type="application/json",
                     headers={"x-request-id": rid})
 

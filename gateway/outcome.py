@@ -1,0 +1,48 @@
+"""What happened to one request: the value ``serve_chat`` returns.
+
+It is filled in by the pipeline alone, and read by telemetry (the one
+``request.completed`` event and the Prometheus metrics) and by the batch
+worker (status and body of each line).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class Outcome:
+    request_id: str                      # the gateway's own id (budget idempotency)
+    client_request_id: str | None = None  # the client's x-request-id, echoed and logged only
+    team: str | None = None
+    key: str | None = None
+    pool: str = "interactive"
+    model: str | None = None             # the model whose answer the client got
+    reason: str | None = None
+    status: int = 200
+    error_code: str | None = None
+    stream: bool = False
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    usage_estimated: bool = False
+    usage_anomaly: str | None = None     # "negative" | "over_reserved": upstream usage corrected
+    cost_usd: float = 0.0
+    energy_j: float | None = None
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    latency_s: float = 0.0
+    predicted_quality: float | None = None
+    confidence: float | None = None
+    budget: str | None = None
+
+    def response_headers(self) -> dict[str, str]:
+        headers = {"x-request-id": self.client_request_id or self.request_id,
+                   "x-routegate-request-id": self.request_id}
+        if self.model:
+            headers["x-routegate-model"] = self.model
+        if self.reason:
+            headers["x-routegate-reason"] = self.reason
+        if self.budget:
+            headers["x-routegate-budget"] = self.budget
+        return headers

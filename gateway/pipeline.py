@@ -1,0 +1,168 @@
+"""One chat request, end to end, as one function that returns its ``Outcome``.
+
+    outcome = await serve_chat(gw, http, http.headers, read_body)            # a live request
+    status, body = await run_chat_line(gw, caller, line_body)                # a batch line
+
+    auth → parse → classify → choose → reserve → call (with fallback) → respond → settle → report
+
+The caller only does transport: ``Responder`` sends a JSON answer or a
+stream and notices a client that left. Everything else happens here, and
+the one ``finally`` settles the budget and emits the one telemetry record,
+whatever happened: success, a refusal, an upstream failure, a client gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+import orjson
+
+from backends.base import Completion
+from core.errors import GatewayError, InvalidRequest
+from gateway.auth import Caller
+from gateway.billing import Bill, settle
+from gateway.dispatch import Attempts, call_with_fallback
+from gateway.features import measure
+from gateway.ids import client_request_id, new_request_id
+from gateway.outcome import Outcome
+from gateway.pools import request_pool
+from gateway.pricing import pool_rate
+from gateway.relay import StreamRelay
+from gateway.request import ChatRequest, parse_chat_request
+from gateway.spend import max_output, reserve_budget
+
+if TYPE_CHECKING:
+    from gateway.state import AppState
+
+logger = logging.getLogger("routegate.pipeline")
+T = TypeVar("T")
+INTERNAL = GatewayError("The gateway hit an internal error; the request was not billed.")
+TOO_DEEP = InvalidRequest("The request body is nested too deeply.", code="nesting_too_deep")
+
+
+class ClientGone(Exception):
+    """The client disconnected before its answer was complete."""
+
+
+class Responder(Protocol):
+    async def send_json(self, status: int, body: bytes, headers: dict[str, str]) -> None: ...
+
+    async def send_stream(self, chunks: AsyncIterator[bytes], headers: dict[str, str]) -> bool:
+        """Relay ``chunks`` as SSE; False if the client left before the end."""
+        ...
+
+    async def until_gone(self, work: Awaitable[T]) -> T:
+        """Await ``work``, cancelling it and raising ClientGone if the client leaves."""
+        ...
+
+
+async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
+                     read_body: Callable[[], Awaitable[bytes]], *, caller: Caller | None = None,
+                     pool: str | None = None) -> Outcome:
+    o = Outcome(new_request_id(), client_request_id(headers.get("x-request-id")))
+    started = time.perf_counter()
+    attempts, bill = Attempts(), Bill()
+    try:
+        caller = caller or gw.keyring.authenticate(headers.get("authorization"))
+        o.team, o.key = caller.team.name, caller.key_id
+        o.pool = pool or request_pool(caller, headers)
+        chat = parse_chat_request(await read_body(), headers)
+        o.stream = chat.stream
+        await _serve(gw, out, o, caller, chat, attempts, bill)
+    except ClientGone:
+        o.status, o.error_code = 499, "client_closed_request"
+    except GatewayError as exc:
+        await _fail(out, o, exc)
+    except (RecursionError, orjson.JSONEncodeError):
+        await _fail(out, o, TOO_DEEP)
+    except Exception:
+        logger.exception("request %s failed inside the gateway", o.request_id)
+        await _fail(out, o, INTERNAL)
+    finally:
+        o.attempts = attempts.count
+        o.latency_s = time.perf_counter() - started
+        await settle(gw, o, attempts.model, bill)
+        gw.telemetry.request_completed(o)
+    return o
+
+
+async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat: ChatRequest,
+                 attempts: Attempts, bill: Bill) -> None:
+    features = await measure(chat, gw.router.encodings,
+                             gw.classifier if gw.router.needs_score(chat) else None)
+    decision = gw.router.choose(chat, caller, features, pool=o.pool,
+                                soft_limited=gw.soft_limited(caller))
+    o.reason, o.predicted_quality = decision.reason, decision.predicted_quality
+    o.confidence = decision.confidence
+    bill.rate = pool_rate(gw.config, o.pool)
+    bill.reservation = await reserve_budget(gw, caller, o.request_id, chat, decision, features,
+                                            bill.rate)
+    if bill.reservation is not None and bill.reservation.soft_limited:
+        o.budget = "soft-limit"
+    bill.features = features
+    result = await out.until_gone(call_with_fallback(gw, chat, decision, features, o.request_id,
+                                                     attempts))
+    model = attempts.model
+    assert model is not None
+    o.model = model.name
+    bill.answered(max_output(chat, model))
+    headers = o.response_headers()
+    if attempts.count > 1:
+        headers["x-routegate-attempts"] = ",".join(attempts.outcomes)
+    if isinstance(result, Completion):
+        bill.reported, bill.answer = result.usage, result.data
+        o.ttft_s = result.ttft_s
+        await out.send_json(200, result.body, headers)
+        return
+    relay = StreamRelay(result, include_usage=chat.include_usage)
+    try:
+        sent_all = await out.send_stream(relay.events(), headers)
+    finally:
+        bill.reported, bill.relayed_chunks = result.usage, relay.chunks
+        o.ttft_s, o.tpot_s = result.ttft_s or None, result.tpot_s
+    if not sent_all:
+        o.status, o.error_code = 499, "client_closed_request"
+    elif relay.error is not None:
+        o.status, o.error_code = relay.error.status_code, relay.error.code
+
+
+async def _fail(out: Responder, o: Outcome, exc: GatewayError) -> None:
+    o.status, o.error_code = exc.status_code, exc.code
+    await out.send_json(exc.status_code, exc.to_json(), {**o.response_headers(), **exc.headers})
+
+
+class CollectedAnswer:
+    """A ``Responder`` that keeps the answer instead of sending it (batch lines)."""
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.body = b""
+
+    async def send_json(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+        self.status, self.body = status, body
+
+    async def send_stream(self, chunks: AsyncIterator[bytes], headers: dict[str, str]) -> bool:
+        raise AssertionError("batch lines are never streamed")
+
+    async def until_gone(self, work: Awaitable[T]) -> T:
+        return await work
+
+
+async def run_chat_line(gw: AppState, caller: Caller, body: dict, *, pool: str = "batch"
+                        ) -> tuple[int, bytes]:
+    """One non-streamed chat request through the same pipeline as a live one.
+
+    Returns (HTTP status, JSON body): the chat.completion, or OpenAI's error
+    object. Never raises for a request's own failure.
+    """
+    body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+
+    async def read_body() -> bytes:
+        return orjson.dumps(body)
+
+    answer = CollectedAnswer()
+    await serve_chat(gw, answer, {}, read_body, caller=caller, pool=pool)
+    return answer.status, answer.body
