@@ -90,6 +90,8 @@ def fixed(body: bytes, status: int = 200, headers: bytes = b"") -> list[bytes | 
             % (status, len(body), headers, body)]
 
 
-def chunked(*chunks: bytes) -> list[bytes | float]:
+def chunked(*chunks: bytes | float) -> list[bytes | float]:
+    """A chunked response, one chunk per write; a float is a pause."""
     head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-    return [head, *(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks), b"0\r\n\r\n"]
+    body = [c if isinstance(c, float) else b"%x\r\n%s\r\n" % (len(c), c) for c in chunks]
+    return [head, *body, b"0\r\n\r\n"]
