@@ -134,9 +134,12 @@ def base_config(sim_url: str, **overrides: object) -> dict:
 
 
 @contextlib.contextmanager
-def run_gateway(config: dict, *, workers: int = 1, env: dict[str, str] | None = None
-                ) -> Iterator[Gateway]:
-    """``routegate serve`` on a free port with ``config``; stops it afterwards."""
+def run_gateway(config: dict, *, workers: int = 1, env: dict[str, str] | None = None,
+                serve_args: tuple[str, ...] = ()) -> Iterator[Gateway]:
+    """``routegate serve`` on a free port with ``config``; stops it afterwards.
+
+    ``serve_args`` are extra flags, e.g. ``("--header-timeout", "1")``.
+    """
     tmp = Path(tempfile.mkdtemp(prefix="rg-test-"))
     config = {"data_dir": str(tmp / "data"), **config}
     path = tmp / "routegate.yaml"
@@ -146,7 +149,7 @@ def run_gateway(config: dict, *, workers: int = 1, env: dict[str, str] | None = 
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path), "--port",
-             str(port), "--workers", str(workers)],
+             str(port), "--workers", str(workers), *serve_args],
             env=child_env(**(env or {})), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
     gw = Gateway(f"http://127.0.0.1:{port}", proc, path, log_path)
