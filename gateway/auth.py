@@ -52,6 +52,12 @@ class KeyRing:
         """Any caller of the team ``name`` (for admin look-ups)."""
         return next((c for c in self._callers.values() if c.team.name == name), None)
 
+    def lookup(self, team: str, key_hash: str) -> Caller | None:
+        """The caller whose key hashes to ``key_hash``, if it still belongs to ``team``
+        (batch workers run each line as the key that created the batch)."""
+        caller = self._callers.get(key_hash)
+        return caller if caller is not None and caller.team.name == team else None
+
     def authenticate(self, authorization: str | None) -> Caller:
         token = bearer_token(authorization)
         if token is None:

@@ -1,0 +1,119 @@
+"""The Batch API's wiring into the gateway: stores for the routes, the worker, ``run_line``.
+
+    service = await open_batch_service(gw)     # in AppState.start
+    gw.batch.files.get(owner, file_id)         # the routes
+    await service.aclose()                     # in AppState.aclose
+
+Each batch line runs through ``gateway.pipeline.run_chat_line``: the same
+parse, classify, route, reserve, call-with-fallback and settle as a live
+request, in the batch pool at the batch price, as the key that created the
+batch. ``routegate worker`` runs the worker without the HTTP server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from batch import BatchKeys, BatchStore, BatchWorker, DirectoryBlobStore, FileStore, WorkQueue
+from batch.records import Owner
+from core.config import GatewayConfig
+from core.errors import AuthenticationFailed, NotFound
+
+if TYPE_CHECKING:
+    from gateway.state import AppState
+
+log = logging.getLogger("routegate.batch")
+
+
+@dataclass
+class BatchService:
+    files: FileStore
+    batches: BatchStore
+    queue: WorkQueue
+    worker: BatchWorker | None = None
+    task: asyncio.Task[None] | None = None
+
+    def start_worker(self, gw: AppState) -> None:
+        if self.worker is not None:
+            return
+        consumer = f"{gw.replica_id}-{os.urandom(3).hex()}"
+        self.worker = BatchWorker(self.batches, self.files, self.queue, line_runner(gw),
+                                  gw.config.batch, consumer)
+        self.task = asyncio.create_task(self.worker.run())
+
+    async def aclose(self) -> None:
+        if self.worker is not None:
+            await self.worker.aclose()
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+
+
+def line_runner(gw: AppState) -> Any:
+    """``run_line`` for the worker: one batch line as a request of the batch's key."""
+    from gateway.pipeline import run_chat_line  # late: the pipeline sits above this module
+
+    async def run_line(owner: Owner, body: dict[str, Any], line_id: str
+                       ) -> tuple[int, dict[str, Any]]:
+        caller = gw.keyring.lookup(owner.team, owner.key_hash)
+        if caller is None:
+            exc = AuthenticationFailed("The API key that created this batch no longer exists.")
+            return exc.status_code, exc.to_dict()
+        status, raw = await run_chat_line(gw, caller, body, pool="batch")
+        return status, orjson.loads(raw)
+
+    return run_line
+
+
+async def open_batch_service(gw: AppState) -> BatchService | None:
+    """The Batch API's stores on the gateway's Redis; starts the worker if configured."""
+    settings = gw.config.batch
+    if not settings.enabled or gw.redis is None:
+        return None
+    keys = BatchKeys(settings.key_prefix)
+    redis = gw.redis.client
+    blobs = DirectoryBlobStore(Path(gw.config.data_dir) / "files")
+    service = BatchService(FileStore(redis, keys, blobs), BatchStore(redis, keys),
+                           WorkQueue(redis, keys))
+    if settings.worker_in_serve:
+        service.start_worker(gw)
+    return service
+
+
+def batch_service(gw: AppState) -> BatchService:
+    """For the routes: the service, or 404 when the Batch API is off."""
+    service: BatchService | None = getattr(gw, "batch", None)
+    if service is None:
+        raise NotFound("The Batch API is not enabled on this gateway.")
+    return service
+
+
+async def run_worker(config: GatewayConfig, config_path: str | None = None) -> None:
+    """``routegate worker``: the batch worker alone, until SIGTERM or SIGINT.
+
+        routegate worker --config config/routegate.yaml
+    """
+    from gateway.state import AppState
+
+    gw = await AppState.start(config, config_path)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        service = batch_service(gw)
+        service.start_worker(gw)
+        log.info("batch worker %s running", gw.replica_id)
+        await stop.wait()
+    finally:
+        await gw.aclose()

@@ -1,0 +1,92 @@
+"""``/v1/batches``: create, retrieve, list and cancel batches of chat requests.
+
+    batch = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",
+                                  completion_window="24h")
+    client.batches.retrieve(batch.id).request_counts
+
+Creating a batch enqueues one stream entry per line (``batch.queue``); the
+workers of every replica run them. ``completion_window`` takes OpenAI's
+``24h`` and, beyond OpenAI, any ``<n>s|m|h`` up to ``batch.max_completion_window_s``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from batch.jsonl import CHAT_URL
+from batch.submit import submit_batch
+from core.errors import InvalidRequest, NotFound
+from gateway.batch_runner import batch_service
+from gateway.deps import State, TeamCaller
+from gateway.routes.files import json_response, owner_of
+
+router = APIRouter()
+_WINDOW = re.compile(r"^([1-9][0-9]{0,6})([smh])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600}
+
+
+class CreateBatch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    input_file_id: str
+    endpoint: str
+    completion_window: str
+    metadata: dict[str, str] | None = Field(default=None, max_length=16)
+
+
+def window_seconds(window: str, longest: int) -> int:
+    match = _WINDOW.match(window)
+    seconds = int(match[1]) * _UNIT_S[match[2]] if match else 0
+    if not 0 < seconds <= longest:
+        raise InvalidRequest(f"completion_window must be '24h' (or a duration like '90m' up to "
+                             f"{longest} s), got {window!r}", param="completion_window")
+    return seconds
+
+
+@router.post("/v1/batches")
+async def create_batch(spec: CreateBatch, gw: State, caller: TeamCaller) -> Response:
+    service, owner = batch_service(gw), owner_of(caller)
+    if spec.endpoint != CHAT_URL:
+        raise InvalidRequest(f"Only {CHAT_URL} is supported.", param="endpoint")
+    window_s = window_seconds(spec.completion_window, gw.config.batch.max_completion_window_s)
+    try:
+        input_file = await service.files.fields(owner, spec.input_file_id)
+    except NotFound:
+        raise NotFound(f"No such File object: {spec.input_file_id}",
+                       param="input_file_id") from None
+    if input_file["purpose"] != "batch":
+        raise InvalidRequest("The input file must have purpose 'batch'.", param="input_file_id")
+    batch_id = await submit_batch(service.files, service.batches, service.queue, owner,
+                                  input_file, window=spec.completion_window, window_s=window_s,
+                                  metadata=spec.metadata)
+    return json_response(await service.batches.get(owner, batch_id))
+
+
+@router.get("/v1/batches")
+async def list_batches(gw: State, caller: TeamCaller, after: str | None = None,
+                       limit: int = Query(20, ge=1, le=100)) -> Response:
+    return json_response(await batch_service(gw).batches.list_page(owner_of(caller), after=after,
+                                                              limit=limit))
+
+
+@router.get("/v1/batches/{batch_id}")
+async def retrieve_batch(batch_id: str, gw: State, caller: TeamCaller) -> Response:
+    return json_response(await batch_service(gw).batches.get(owner_of(caller), batch_id))
+
+
+@router.post("/v1/batches/{batch_id}/cancel")
+async def cancel_batch(batch_id: str, gw: State, caller: TeamCaller) -> Response:
+    batches = batch_service(gw).batches
+    cancelled = await batches.cancel(owner_of(caller), batch_id, time.time())
+    if cancelled is None:
+        current = await batches.get(owner_of(caller), batch_id)
+        if current["status"] in ("cancelling", "cancelled"):
+            return json_response(current)
+        raise InvalidRequest(f"A batch with status {current['status']!r} cannot be cancelled.",
+                             param="batch_id", code="batch_not_cancellable")
+    return json_response(cancelled)
