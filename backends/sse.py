@@ -57,11 +57,14 @@ class SSEEvent:
     def has_tokens(self) -> bool:
         """Whether this chunk carries generated text or tool-call arguments."""
         d = self.data
-        if not d:
+        choices = d.get("choices") if d else None
+        if not isinstance(choices, list):
             return False
-        for choice in d.get("choices") or ():
-            delta = choice.get("delta") or {}
-            if delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content"):
+        for choice in choices:
+            # An upstream's malformed chunk must not crash the relay: check the shapes.
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if isinstance(delta, dict) and (delta.get("content") or delta.get("tool_calls")
+                                            or delta.get("reasoning_content")):
                 return True
         return False
 

@@ -19,3 +19,9 @@ def test_usage_only_chunk_is_recognised() -> None:
     event = SSEEvent.parse(b'data: {"choices": [], "usage": {"prompt_tokens": 1}}\n\n')
     assert event.is_usage_only
     assert not SSEEvent.parse(b'data: {"choices": [{"delta": {}}], "usage": null}\n\n').is_usage_only
+
+
+def test_malformed_chunks_carry_no_tokens() -> None:
+    for raw in (b'data: {"choices": [1]}\n\n', b'data: {"choices": [{"delta": "x"}]}\n\n',
+                b'data: {"choices": 5}\n\n'):
+        assert not SSEEvent.parse(raw).has_tokens
