@@ -19,6 +19,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+MAX_USD = 5_000_000.0        # a day or month: 5 * 10**15 nano-USD, still exact as a Lua number
+MAX_COUNT = 10**12           # requests or tokens a minute
+
 
 class Limits(BaseModel):
     """Spend and rate limits of one scope (a team, or one key of a team).
@@ -28,14 +31,16 @@ class Limits(BaseModel):
     that key's own totals).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf/NaN, and bounds that fit the Redis counters: limits become
+    # nano-USD integers, and Redis's Lua numbers are exact only below 2**53.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    daily_hard_usd: float | None = Field(default=None, ge=0)
-    daily_soft_usd: float | None = Field(default=None, ge=0)
-    monthly_hard_usd: float | None = Field(default=None, ge=0)
-    monthly_soft_usd: float | None = Field(default=None, ge=0)
-    rpm: int | None = Field(default=None, gt=0)
-    tpm: int | None = Field(default=None, gt=0)
+    daily_hard_usd: float | None = Field(default=None, ge=0, le=MAX_USD)
+    daily_soft_usd: float | None = Field(default=None, ge=0, le=MAX_USD)
+    monthly_hard_usd: float | None = Field(default=None, ge=0, le=MAX_USD)
+    monthly_soft_usd: float | None = Field(default=None, ge=0, le=MAX_USD)
+    rpm: int | None = Field(default=None, gt=0, le=MAX_COUNT)
+    tpm: int | None = Field(default=None, gt=0, le=MAX_COUNT)
 
     @model_validator(mode="after")
     def _soft_below_hard(self) -> Limits:
@@ -50,7 +55,7 @@ class Limits(BaseModel):
 class BudgetSettings(BaseModel):
     """The top-level ``budget:`` section of the gateway YAML."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     # false: no reservations, limits or ledger at all (a plain router).
     enabled: bool = True
@@ -61,7 +66,7 @@ class BudgetSettings(BaseModel):
     reservation_ttl_s: int = Field(default=600, gt=0)
     # While Redis is unreachable under fail_open, each replica lets each team
     # spend at most this much (and this many requests a minute) from memory.
-    fail_open_usd_per_replica: float = Field(default=1.0, ge=0)
+    fail_open_usd_per_replica: float = Field(default=1.0, ge=0, le=MAX_USD)
     fail_open_rpm_per_replica: int = Field(default=60, gt=0)
     # A directory: each replica journals to <journal_path>/<replica_id>.jsonl.
     # None means <data_dir>/budget-journal.

@@ -6,16 +6,31 @@
 Every section forbids unknown keys, and the cross-references (a team allowing
 an undefined model, a policy naming one) are checked in one validator, so a
 typo fails at start-up with the file and key path, never at request time.
+Non-finite numbers (``.inf``, ``.nan``) are refused everywhere, and so is a
+key written twice in one YAML mapping.
+
+The routing policy names live above this package (``policies.POLICIES``):
+``gateway.cli``'s loader checks them, for ``serve`` and ``check-config`` alike.
 """
 
 from __future__ import annotations
 
 import os
+from functools import cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
+import tiktoken
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from core.budget_config import BudgetSettings, Limits
 
@@ -24,12 +39,28 @@ POOL_NAMES: tuple[PoolName, ...] = ("interactive", "batch")
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan: a `.inf` limit or price passed validation and then broke
+    # every request that did arithmetic with it.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+@cache
+def known_encodings() -> frozenset[str]:
+    # The registered names only: no BPE file is read or downloaded.
+    return frozenset(tiktoken.list_encoding_names())
+
+
+def _check_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http:// or https:// URL with a host")
+    return url
 
 
 class Price(Strict):
-    input_per_mtok: float = Field(ge=0)
-    output_per_mtok: float = Field(ge=0)
+    # Capped so that a request's cost stays a sane nano-USD integer.
+    input_per_mtok: float = Field(ge=0, le=1_000_000)
+    output_per_mtok: float = Field(ge=0, le=1_000_000)
 
 
 class SimulateConfig(Strict):
@@ -89,6 +120,22 @@ class ModelConfig(Strict):
     timeouts: Timeouts = Timeouts()
     transport: TransportConfig = TransportConfig()
     simulate: SimulateConfig | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_urls(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("base_url lists at least one URL")
+            return [_check_url(u) for u in value]
+        return value if value is None else _check_url(value)
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _known_tokenizer(cls, value: str) -> str:
+        if value not in known_encodings():
+            raise ValueError(f"unknown tokenizer {value!r}; known: {sorted(known_encodings())}")
+        return value
 
     @model_validator(mode="after")
     def _backend_fields(self) -> ModelConfig:
@@ -158,6 +205,12 @@ class RoutingConfig(Strict):
     max_attempts: int = Field(default=3, ge=1)
 
 
+class MetricsConfig(Strict):
+    # Off by default, for a scraper on a private network; /metrics shows team
+    # names and spend, so turn it on wherever clients can reach the port.
+    require_admin_key: bool = False
+
+
 class GatewayConfig(Strict):
     models: list[ModelConfig] = Field(min_length=1)
     pools: Pools = Pools()
@@ -168,6 +221,7 @@ class GatewayConfig(Strict):
     redis_url: str | None = None
     data_dir: str = ".routegate"
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    metrics: MetricsConfig = MetricsConfig()
 
     @model_validator(mode="after")
     def _cross_references(self) -> GatewayConfig:
@@ -228,10 +282,29 @@ def parse_config(data: object, *, source: str = "<config>") -> GatewayConfig:
         raise ConfigError(source, errors) from None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key written twice in one mapping is
+    an error: by default the later one silently wins, hiding a typo'd edit."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base` keys are meant to be overridden
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                first = seen[key].start_mark.line + 1
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first written on line {first})",
+                    key_node.start_mark)
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config(path: str | os.PathLike[str]) -> GatewayConfig:
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except OSError as exc:
         raise ConfigError(str(path), [("(file)", exc.strerror or str(exc))]) from None
     except yaml.YAMLError as exc:

@@ -17,12 +17,26 @@ from core.config import ConfigError, GatewayConfig, load_config
 from gateway.app import CONFIG_ENV, DEFAULT_CONFIG
 from gateway.auth import hash_key
 from gateway.telemetry import MULTIPROC_ENV, fresh_metrics_dir
+from policies import get_policy
+
+
+def load_checked_config(path: str) -> GatewayConfig:
+    """``load_config`` plus what only this layer can check: that the routing
+    policy exists and accepts the config (``core`` cannot import ``policies``).
+    ``serve`` and ``check-config`` both go through here, so a config that
+    passes ``check-config`` starts."""
+    config = load_config(path)
+    try:
+        get_policy(config.routing.auto_policy, config)
+    except ValueError as exc:
+        raise ConfigError(path, [("routing.auto_policy", str(exc))]) from None
+    return config
 
 
 def _load(path: str) -> GatewayConfig | None:
     """The config, or None after printing every error with its key path."""
     try:
-        return load_config(path)
+        return load_checked_config(path)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return None

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from core.config import ConfigError, load_config
-from tests.support import REPO, child_env
+from tests.support import REPO, base_config, child_env, free_port
 
 
 def write(tmp_path: Path, data: object) -> Path:
@@ -65,3 +65,100 @@ def test_hash_key_cli() -> None:
                             capture_output=True, text=True, env=child_env(), cwd=REPO)
     assert result.stdout.strip() == (
         "sha256:35aee8dcc59cfa34543e4fe31f2a8ed9df05d1f098696ed9caf53f576abb3e0e")
+
+
+# --- check-config catches everything serve would fail on (issue 7, item 5) ---
+
+UNUSED_URL = "http://127.0.0.1:9/v1"  # never contacted: these configs must fail first
+
+
+def _broken(change: str) -> str:
+    """The YAML text of a valid gateway config with one defect."""
+    config = base_config(UNUSED_URL)
+    if change == "policy":
+        config["routing"] = {"auto_policy": "nosuch"}
+    elif change == "fixed-without-model":
+        config["routing"] = {"auto_policy": "fixed"}
+    elif change == "ftp":
+        config["models"][0]["base_url"] = "ftp://x"
+    elif change == "no-host":
+        config["models"][1]["base_url"] = ["http://127.0.0.1:9/v1", "https:///v1"]
+    elif change == "inf-limit":
+        config["teams"][0]["budget"] = {"daily_hard_usd": float("inf")}
+    elif change == "nan-price":
+        config["models"][0]["price"]["input_per_mtok"] = float("nan")
+    elif change == "inf-timeout":
+        config["models"][0]["timeouts"] = {"first_byte_s": float("inf")}
+    elif change == "tokenizer":
+        config["models"][0]["tokenizer"] = "nosuch_base"
+    text = yaml.safe_dump(config, sort_keys=False)
+    if change == "duplicate":
+        text = text.replace("  quality: 0.8\n", "  quality: 0.8\n  quality: 0.9\n", 1)
+    return text
+
+
+BROKEN = [
+    ("policy", "routing.auto_policy", "nosuch"),
+    ("fixed-without-model", "routing.auto_policy", "fixed_model"),
+    ("ftp", "models[0].base_url", "ftp://x"),
+    ("no-host", "models[1].base_url", "https:///v1"),
+    ("inf-limit", "teams[0].budget.daily_hard_usd", "finite"),
+    ("nan-price", "models[0].price.input_per_mtok", "finite"),
+    ("inf-timeout", "models[0].timeouts.first_byte_s", "finite"),
+    ("tokenizer", "models[0].tokenizer", "nosuch_base"),
+    ("duplicate", "(yaml)", "duplicate key 'quality'"),
+]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], capture_output=True,
+                          text=True, env=child_env(), cwd=REPO, timeout=60)
+
+
+def test_the_base_of_the_broken_configs_is_valid(tmp_path: Path) -> None:
+    path = tmp_path / "ok.yaml"
+    path.write_text(_broken("none"))
+    result = _cli("check-config", str(path))
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("change, key, detail", BROKEN, ids=[b[0] for b in BROKEN])
+def test_check_config_refuses_what_serve_would_fail_on(tmp_path: Path, change: str, key: str,
+                                                       detail: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(_broken(change))
+    result = _cli("check-config", str(path))
+    assert result.returncode == 2, result.stdout
+    line = next((x for x in result.stderr.splitlines() if f"{path}: {key}:" in x), None)
+    assert line is not None and detail in line, result.stderr
+
+
+@pytest.mark.parametrize("change, key", [("policy", "routing.auto_policy"),
+                                         ("inf-limit", "teams[0].budget.daily_hard_usd"),
+                                         ("duplicate", "(yaml)")])
+def test_serve_fails_fast_on_the_same_errors(tmp_path: Path, change: str, key: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(_broken(change))
+    result = _cli("serve", "--config", str(path), "--port", str(free_port()))
+    assert result.returncode == 2
+    assert f"{path}: {key}:" in result.stderr
+
+
+def test_duplicate_keys_name_both_lines_at_any_depth(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("models:\n  - name: m\n    price:\n      input_per_mtok: 1\n"
+                    "      output_per_mtok: 1\n      input_per_mtok: 2\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    (loc, msg), = info.value.errors
+    assert loc == "(yaml)" and "duplicate key 'input_per_mtok'" in msg
+    assert "line 4" in msg and "line 6" in msg, msg
+
+
+def test_yaml_merge_keys_may_still_be_overridden(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("x-price: &p {input_per_mtok: 1, output_per_mtok: 1}\n"
+                    "models:\n  - name: m\n    price:\n      <<: *p\n      input_per_mtok: 2\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert [loc for loc, _ in info.value.errors] == ["x-price"]  # only the unknown section
