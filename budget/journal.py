@@ -43,7 +43,8 @@ QUARANTINE = "quarantine"
 
 # On prometheus_client's default registry: the journal has no telemetry of its
 # own, and in multi-worker mode the value is summed from the workers' files.
-QUARANTINED = Counter("routegate_budget_journal_quarantined",
+QUARANTINED_METRIC = "routegate_budget_journal_quarantined_total"
+QUARANTINED = Counter(QUARANTINED_METRIC.removesuffix("_total"),
                       "Journalled spends set aside because they can never be replayed")
 
 

@@ -22,14 +22,17 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.config import GatewayConfig, load_config
-from core.errors import GatewayError, InvalidRequest, NotFound
+from core.errors import GatewayError, InvalidRequest, MethodNotAllowed, NotFound
 from gateway.asgi import RouteGate
 from gateway.ids import response_request_id
 from gateway.reload import reload_teams, watch_config
 from gateway.routes import admin, chat, meta, usage
 from gateway.state import AppState
+
+log = logging.getLogger("routegate.app")
 
 CONFIG_ENV = "ROUTEGATE_CONFIG"
 DEFAULT_CONFIG = "config/routegate.yaml"
@@ -39,6 +42,20 @@ def _error(exc: GatewayError, request: Request) -> Response:
     headers = {"x-request-id": response_request_id(request.headers.get("x-request-id")), **exc.headers}
     return Response(exc.to_json(), status_code=exc.status_code, media_type="application/json",
                     headers=headers)
+
+
+def _from_http_exception(request: Request, exc: StarletteHTTPException) -> GatewayError:
+    """Starlette's own refusals (unknown path, wrong method, ...) in our error tree."""
+    path = request.url.path
+    if exc.status_code == 404:
+        return NotFound(f"Unknown path {path}")
+    if exc.status_code == 405:
+        return MethodNotAllowed(f"{path} does not accept {request.method}.",
+                                headers=dict(exc.headers or {}))
+    error = (InvalidRequest if exc.status_code < 500 else GatewayError)(
+        str(exc.detail), code=None, headers=dict(exc.headers or {}))
+    error.status_code = exc.status_code
+    return error
 
 
 def create_app(config: GatewayConfig, config_path: str | None = None) -> RouteGate:
@@ -67,9 +84,18 @@ def create_app(config: GatewayConfig, config_path: str | None = None) -> RouteGa
         param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
         return _error(InvalidRequest(str(first.get("msg", "invalid request")), param=param), request)
 
-    @app.exception_handler(404)
-    async def not_found(request: Request, exc: Exception) -> Response:
-        return _error(NotFound(f"Unknown path {request.url.path}"), request)
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        return _error(_from_http_exception(request, exc), request)
+
+    # Starlette runs an Exception handler in its outermost ServerErrorMiddleware:
+    # the handler's response is sent, then the exception is re-raised so that
+    # the server (uvicorn) logs its traceback.
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, exc: Exception) -> Response:
+        log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path)
+        return _error(GatewayError("The server had an error while processing your request."),
+                      request)
 
     for module in (meta, usage, admin):
         app.include_router(module.router)

@@ -33,10 +33,15 @@ def _json(data: object) -> Response:
     return Response(orjson.dumps(data), media_type="application/json")
 
 
-def _team(gw: AppState, name: str) -> Caller:
+def _team(gw: AppState, name: str, key: str | None = None) -> Caller:
+    """Any caller of the team; with ``key``, check that the team has that key id,
+    since an override stored under a key id nobody uses would silently do nothing."""
     caller = gw.keyring.team(name)
     if caller is None:
         raise NotFound(f"No team named {name!r}.", param="team")
+    if key is not None and key not in {Caller(caller.team, k).key_id
+                                       for k in caller.team.key_configs()}:
+        raise NotFound(f"Team {name!r} has no key named {key!r}.", param="key")
     return caller
 
 
@@ -56,8 +61,9 @@ async def show_team(team: str, gw: State, _: Admin, days: int = 31) -> Response:
 @router.put("/teams/{team}/limits")
 async def set_limits(team: str, request: Request, gw: State, _: Admin,
                      key: str | None = None) -> Response:
-    _team(gw, team)
+    _team(gw, team, key)
     try:
+        # Limits refuses NaN, infinities and amounts past what Redis counts exactly.
         limits = Limits.model_validate(orjson.loads(await request.body()))
     except orjson.JSONDecodeError:
         raise MalformedJSON("The body must be a JSON object of limits.") from None
@@ -70,7 +76,7 @@ async def set_limits(team: str, request: Request, gw: State, _: Admin,
 
 @router.delete("/teams/{team}/limits")
 async def clear_limits(team: str, gw: State, _: Admin, key: str | None = None) -> Response:
-    _team(gw, team)
+    _team(gw, team, key)
     await gw.budget.clear_override(team, key_id=key)
     return _json({"team": team, "key": key, "override": None})
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from budget.pricing import cost_nanousd
-from tests.support import TEST_KEY, Gateway, base_config, run_gateway
+from tests.support import TEST_KEY, Gateway, base_config, hashed, run_gateway
 
 HELLO = [{"role": "user", "content": "hi"}]
 ADMIN_KEY = "sk-admin-test"
@@ -119,3 +119,35 @@ def test_limits_reload_from_the_file_without_restart(sim_url: str) -> None:
         else:
             pytest.fail("the new limit was not applied")
         assert gw.proc.poll() is None
+
+
+@pytest.mark.parametrize("body", [
+    b'{"daily_hard_usd": "Infinity"}',
+    b'{"daily_hard_usd": "NaN"}',
+    b'{"monthly_hard_usd": 1e300}',
+    b'{"rpm": 1000000000000000000}',
+    b'{"daily_hard_usd": Infinity}',
+])
+def test_admin_limits_refuse_non_finite_and_huge_values(budget_gateway: Gateway,
+                                                         body: bytes) -> None:
+    r = httpx.put(budget_gateway.url + "/admin/teams/other/limits", content=body,
+                  headers={"authorization": f"Bearer {ADMIN_KEY}",
+                           "content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_admin_limits_for_an_unknown_key_are_404(budget_gateway: Gateway) -> None:
+    h = {"authorization": f"Bearer {ADMIN_KEY}"}
+    url = budget_gateway.url + "/admin/teams/test/limits"
+    for send in (httpx.put, httpx.delete):
+        kw = {"json": {"rpm": 5}} if send is httpx.put else {}
+        r = send(url, params={"key": "no-such-key"}, headers=h, **kw)  # type: ignore[operator]
+        assert r.status_code == 404, r.text
+        assert r.json()["error"]["param"] == "key"
+    # the key's id (its name, else the start of its hash) is accepted
+    key_id = hashed(TEST_KEY)[7:19]
+    r = httpx.put(url, params={"key": key_id}, headers=h, json={"rpm": 500})
+    assert r.status_code == 200, r.text
+    assert httpx.delete(url, params={"key": key_id}, headers=h).status_code == 200
