@@ -47,6 +47,16 @@ def _tokens(body: dict[str, Any]) -> tuple[int, int]:
     return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
 
 
+def transient(status: int, answer: dict[str, Any]) -> bool:
+    """Worth another try: a budget store or upstream pool briefly unavailable (503), or a
+    rate limit (429), but never a hard budget limit (insufficient_quota)."""
+    if status == 503:
+        return True
+    error = answer.get("error") if isinstance(answer, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return status == 429 and code != "insufficient_quota"
+
+
 class BatchWorker:
     def __init__(self, store: BatchStore, files: FileStore, queue: WorkQueue, run_line: RunLine,
                  settings: BatchSettings, consumer: str) -> None:
@@ -176,11 +186,19 @@ class BatchWorker:
 
     async def _call(self, owner: Owner, body: dict[str, Any], batch_id: str, custom_id: str
                     ) -> tuple[int, dict[str, Any]]:
-        try:
-            return await self.run_line(owner, body, line_id(batch_id, custom_id))
-        except Exception:
-            log.exception("batch %s: line %r raised", batch_id, custom_id)
-            return 500, INTERNAL
+        """The line's answer; a transient refusal is retried a few times before it is final."""
+        delay = self.settings.retry_backoff_s
+        for attempt in range(self.settings.line_retries + 1):
+            try:
+                status, answer = await self.run_line(owner, body, line_id(batch_id, custom_id))
+            except Exception:
+                log.exception("batch %s: line %r raised", batch_id, custom_id)
+                return 500, INTERNAL
+            if not transient(status, answer) or attempt == self.settings.line_retries:
+                break
+            await asyncio.sleep(delay)
+            delay *= 2
+        return status, answer
 
     async def _input_gone(self, batch_id: str, file_id: str) -> None:
         """The input file was deleted mid-batch: fail the batch, keep what completed."""

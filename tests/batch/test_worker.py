@@ -146,3 +146,30 @@ def test_another_team_sees_nothing(prefix: str, tmp_path: Path) -> None:
             await system.aclose()
 
     asyncio.run(main())
+
+
+def test_transient_refusals_are_retried_but_quota_is_final(prefix: str, tmp_path: Path) -> None:
+    seen: Counter[str] = Counter()
+
+    async def flaky(owner: Owner, body: dict[str, Any], line_id: str
+                    ) -> tuple[int, dict[str, Any]]:
+        seen[line_id] += 1
+        content = body["messages"][0]["content"]
+        if content == "quota":
+            return 429, {"error": {"code": "insufficient_quota", "message": "no"}}
+        if seen[line_id] <= 2:
+            return 503, {"error": {"code": "service_unavailable", "message": "later"}}
+        return await echo_line(owner, body, line_id)
+
+    async def main() -> None:
+        system = make_system(prefix, tmp_path, retry_backoff_s=0.01)
+        try:
+            system.start_worker(flaky)
+            batch_id = await system.submit([chat_line("a"), chat_line("q", "quota")])
+            batch = await system.wait_status(batch_id, {"completed"})
+            assert batch["request_counts"] == {"total": 2, "completed": 1, "failed": 1}
+            assert sorted(seen.values()) == [1, 3]  # quota once; 503, 503, then 200
+        finally:
+            await system.aclose()
+
+    asyncio.run(main())
