@@ -104,6 +104,9 @@ class BatchWorker:
                     next_claim = time.monotonic() + self.settings.claim_interval_s
                     items = await self.queue.claim_stale(self.consumer, self.settings.claim_idle_s,
                                                          free)
+                    if items:
+                        log.info("batch worker: took over %d line(s) a silent worker held",
+                                 len(items))
                 if not items:
                     items = await self.queue.read_new(self.consumer, free)
             except (RedisError, OSError) as exc:
