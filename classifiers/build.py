@@ -77,8 +77,13 @@ def build_artifact(rows: Sequence[Row], cfg: TrainConfig, seed: int):
         "model_keys": np.asarray(model_keys),
         "ability": 1.0 / (1.0 + np.exp(-theta)),
     }
-    meta = _meta(cfg, seed, centred, theta[model_keys.index(WEAK_REFERENCE)])
+    meta = _meta(cfg, seed, centred, theta[_weak_index(model_keys, theta)])
     return arrays, meta
+
+
+def _weak_index(model_keys: list[str], theta: np.ndarray) -> int:
+    """The weak reference; without it (a source left out in validation), the weakest model."""
+    return model_keys.index(WEAK_REFERENCE) if WEAK_REFERENCE in model_keys else int(np.argmin(theta))
 
 
 def _meta(cfg: TrainConfig, seed: int, centred: np.ndarray, weak_logit: float) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
     python -m classifiers.holdout --seeds 7 11 23            # the table in PROVENANCE.md
     python -m classifiers.holdout --set ridge_alpha=10 --kappa 0.1
+    python -m classifiers.holdout --out-of-domain task source   # leave one task / source out
 
 For each seed, 20% of the ``llmrouter_train.jsonl`` prompts are held out, the
 artifact is trained on everything else (all other training files included)
@@ -14,6 +15,10 @@ model) pairs; APGR of the router; ``bar``, the best router score at <= 40% of
 the best single model's cost minus that model's score (issue #3, >= 0 is met);
 and ``frontier``, the same margin at cost budgets of 20/25/30/40% averaged,
 with targets every 0.01 from 0.30 to 0.95 (smoother than the nine targets).
+
+``--out-of-domain`` runs the leave-one-task-out and leave-one-source-out
+tables of ``classifiers/outofdomain.py`` instead (APGR of the difficulty
+ranking on each held-out task, next to prompt length and random).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from classifiers.dataset import (
     load_rows,
 )
 from classifiers.evaluation import TARGETS, evaluate, predict_matrix, route
+from classifiers.outofdomain import Ranker, format_table, out_of_domain
 from classifiers.training import TrainConfig
 
 HOLDOUT_SHARE = 0.2
@@ -96,10 +102,44 @@ def run_holdouts(cfg: TrainConfig, seeds: Sequence[int], kappa: float) -> list[d
     return results
 
 
+def model_rankers(model: ComplexityModel) -> dict[str, Ranker]:
+    """``difficulty`` (hardest first) and ``gain`` (P(strong) - P(weak)) of one artifact."""
+    def difficulty(prompts: Sequence[str], strong: str, weak: str) -> np.ndarray:
+        return np.asarray([model.score(p).difficulty for p in prompts])
+
+    def gain(prompts: Sequence[str], strong: str, weak: str) -> np.ndarray | None:
+        pair = [strong, weak]
+        if any(model.ability_of(m) is None for m in pair):
+            return None
+        rows = [Row(p, "", "", {}) for p in prompts]
+        pred = predict_matrix(model, rows, pair)
+        return pred[:, 0] - pred[:, 1]
+
+    return {"difficulty": difficulty, "gain": gain}
+
+
+def artifact_rankers(cfg: TrainConfig):
+    """``fit`` for ``out_of_domain``: train the artifact on the rows, rank with it."""
+    def fit(train: Sequence[Row]) -> dict[str, Ranker]:
+        return model_rankers(ComplexityModel(*build_artifact(train, cfg, 0)))
+    return fit
+
+
+def run_out_of_domain(cfg: TrainConfig, groupings: Sequence[str], only: Sequence[str]) -> None:
+    rows = load_rows(default_data_dir(), TRAIN_FILES)
+    for by in groupings:
+        results = out_of_domain(rows, artifact_rankers(cfg), by=by, only=only)
+        print(format_table(results), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m classifiers.holdout")
     parser.add_argument("--seeds", type=int, nargs="+", default=[7, 11, 23])
     parser.add_argument("--kappa", type=float, default=0.10)
+    parser.add_argument("--out-of-domain", nargs="+", choices=("task", "source"), default=None,
+                        help="leave-one-task-out / leave-one-source-out tables instead")
+    parser.add_argument("--only", nargs="+", default=(), metavar="GROUP",
+                        help="with --out-of-domain: hold out only these skills or sources")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="override a TrainConfig field, e.g. ridge_alpha=10")
     args = parser.parse_args(argv)
@@ -107,7 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.set:
         name, value = item.split("=", 1)
         overrides[name] = type(getattr(TrainConfig(), name))(value)
-    run_holdouts(dataclasses.replace(TrainConfig(), **overrides), args.seeds, args.kappa)
+    cfg = dataclasses.replace(TrainConfig(), **overrides)
+    if args.out_of_domain:
+        run_out_of_domain(cfg, args.out_of_domain, args.only)
+    else:
+        run_holdouts(cfg, args.seeds, args.kappa)
     return 0
 
 
