@@ -71,15 +71,15 @@ def _chunks(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
-def _logprobs(pieces: list[dict[str, Any]], payload: dict[str, Any], rng: random.Random
-              ) -> list[dict[str, Any]] | None:
+def _logprobs(pieces: list[dict[str, Any]], payload: dict[str, Any], rng: random.Random,
+              mean: float = -0.5) -> list[dict[str, Any]] | None:
     if not payload.get("logprobs"):
         return None
     top_n = int(payload.get("top_logprobs") or 0)
     out = []
     for piece in pieces:
         token = piece.get("content") or ""
-        lp = -rng.random()
+        lp = 2 * mean * rng.random()       # uniform on [2*mean, 0]: its mean is `mean`
         top = [{"token": token, "logprob": lp, "bytes": list(token.encode())}]
         top += [{"token": w, "logprob": lp - 1 - i, "bytes": list(w.encode())}
                 for i, w in enumerate(WORDS[: max(0, top_n - 1)])]
@@ -89,10 +89,14 @@ def _logprobs(pieces: list[dict[str, Any]], payload: dict[str, Any], rng: random
 
 
 def draft_answer(payload: dict[str, Any], n_tokens: int, *, correct: bool, invalid_json: bool,
-                 rng: random.Random) -> Draft:
+                 rng: random.Random, invalid_args: bool = False, logprob_mean: float = -0.5
+                 ) -> Draft:
     limit = payload.get("max_completion_tokens") or payload.get("max_tokens")
     call = _tool_call(payload, rng)
     if call is not None:
+        if invalid_args:
+            # Arguments that do not parse: a weak model's most common tool-call fault.
+            call["arguments"] = call["arguments"][: max(1, len(call["arguments"]) // 2)]
         head = {"tool_calls": [{"index": 0, "id": call["id"], "type": "function",
                                 "function": {"name": call["name"], "arguments": ""}}]}
         tail = [{"tool_calls": [{"index": 0, "function": {"arguments": part}}]}
@@ -111,4 +115,4 @@ def draft_answer(payload: dict[str, Any], n_tokens: int, *, correct: bool, inval
         words = [WORDS[rng.randrange(len(WORDS))] for _ in range(n_tokens)]
         pieces = [{"content": (" " if i else "") + w} for i, w in enumerate(words)]
         finish = "length" if limit and n_tokens >= int(limit) else "stop"
-    return Draft(pieces, finish, _logprobs(pieces, payload, rng))
+    return Draft(pieces, finish, _logprobs(pieces, payload, rng, logprob_mean))

@@ -111,6 +111,8 @@ class SimEngine:
             draft = draft_answer(
                 payload, self._output_tokens(payload), correct=correct,
                 invalid_json=self._draw(cfg.invalid_json_rate), rng=self._rng,
+                invalid_args=self._draw(cfg.invalid_tool_args_rate),
+                logprob_mean=cfg.logprob_mean,
             )
             drop_at = self._rng.randrange(len(draft.pieces)) if self._draw(cfg.drop_rate) else -1
             async for chunk in self._decode(draft, drop_at):

@@ -78,15 +78,18 @@ class SimulatedBackend:
         self.stats = LiveStats()
         self.engine = SimEngine(model.name, model.simulate or SimulateConfig(), model.ability)
         self._first_byte_s = model.timeouts.first_byte_s
+        self._total_s = model.timeouts.total_s
 
     def _chunks(self, call: UpstreamCall) -> AsyncGenerator[dict[str, Any], None]:
         return self.engine.generate(call.payload, prompt_tokens=call.prompt_tokens,
                                     p_correct=call.p_correct)
 
-    def _convert(self, exc: BaseException) -> GatewayError:
+    def _convert(self, exc: BaseException, *, generating: bool = False) -> GatewayError:
         self.stats.observe_failure()
         if isinstance(exc, TimeoutError):
-            return UpstreamTimeout(f"model {self.name} timed out")
+            # As for a remote upstream: a non-streamed answer is bounded by
+            # total_s, and running out of it is never retried (it was generating).
+            return UpstreamTimeout(f"model {self.name} timed out", generating=generating)
         if isinstance(exc, SimFailure) and exc.status:
             return UpstreamError(f"model {self.name} failed with HTTP {exc.status}",
                                  upstream_status=exc.status)
@@ -97,13 +100,13 @@ class SimulatedBackend:
         self.stats.in_flight += 1
         first_at = 0.0
         try:
-            async with asyncio.timeout(self._first_byte_s):
+            async with asyncio.timeout(self._total_s):
                 choices = []
                 async for choice in self._chunks(call):
                     first_at = first_at or time.perf_counter()
                     choices.append(choice)
         except (SimFailure, TimeoutError) as exc:
-            raise self._convert(exc) from None
+            raise self._convert(exc, generating=isinstance(exc, TimeoutError)) from None
         finally:
             self.stats.in_flight -= 1
         message, finish, logprobs = assemble_message(choices)

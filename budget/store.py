@@ -201,7 +201,7 @@ class BudgetStore:
                       model: str) -> None:
         if res.local:
             self._local.settle(res.team, res.amount, cost)
-        if cost > res.amount:
+        if res.amount and cost > res.amount:
             # Billed exactly all the same, but the hard-limit guarantee rests on
             # the reserved amount being a true worst case: find the estimator bug.
             log.warning(

@@ -32,7 +32,9 @@ from pydantic import (
     model_validator,
 )
 
+from core.batch_config import BatchSettings
 from core.budget_config import BudgetSettings, Limits
+from core.escalation_config import BreakerConfig, EscalationConfig
 
 PoolName = Literal["interactive", "batch"]
 POOL_NAMES: tuple[PoolName, ...] = ("interactive", "batch")
@@ -75,6 +77,10 @@ class SimulateConfig(Strict):
     timeout_rate: float = Field(default=0, ge=0, le=1)
     drop_rate: float = Field(default=0, ge=0, le=1)
     invalid_json_rate: float = Field(default=0, ge=0, le=1)
+    invalid_tool_args_rate: float = Field(default=0, ge=0, le=1)
+    # Mean token logprob of this model's answers (logprobs are drawn around it):
+    # a weak model is less sure of itself, which escalation.min_logprob can act on.
+    logprob_mean: float = Field(default=-0.5, le=0)
     seed: int | None = None
 
 
@@ -216,7 +222,10 @@ class GatewayConfig(Strict):
     pools: Pools = Pools()
     teams: list[TeamConfig] = Field(default_factory=list)
     routing: RoutingConfig = RoutingConfig()
+    escalation: EscalationConfig = EscalationConfig()
+    breaker: BreakerConfig = BreakerConfig()
     budget: BudgetSettings = BudgetSettings()
+    batch: BatchSettings = BatchSettings()
     admin_key_env: str = "ROUTEGATE_ADMIN_KEY"
     redis_url: str | None = None
     data_dir: str = ".routegate"

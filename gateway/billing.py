@@ -2,11 +2,13 @@
 
     bill = Bill()
     ... the pipeline fills it in as the request goes ...
-    await settle(gw, outcome, model, bill)        # in the pipeline's one finally
+    await settle(gw, outcome, attempts, bill)        # in the pipeline's one finally
 
 The cost is computed here and only here (``gateway.pricing`` gives the
-prices), then written to the outcome for the request log and settled
-against the reservation. Nothing here raises: the answer is already decided.
+prices): the delivered answer, plus every refused answer of an escalation,
+each from its own usage and filed in the ledger under its own model. Then it
+is written to the outcome for the request log and settled against the one
+reservation. Nothing here raises: the answer is already decided.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from budget.pricing import usd
 from budget.reservation import Reservation
 from core.config import ModelConfig
 from core.types import Usage
+from gateway.attempts import Attempt, Attempts
 from gateway.features import RequestFeatures
 from gateway.metering import billed_usage, count_answer_tokens
 from gateway.outcome import Outcome
@@ -36,46 +39,85 @@ class Bill:
     reservation: Reservation | None = None
     rate: float = 1.0                     # the pool's price multiplier
     features: RequestFeatures | None = None
+    max_tokens: int | None = None         # the client's cap on output
     served: bool = False                  # an answer (or part of a stream) was produced
-    max_output: int = 0
-    reported: Usage | None = None         # the upstream's usage, unchecked
+    reported: Usage | None = None         # the delivered answer's usage, unchecked
     answer: Any = None                    # a non-streamed answer's JSON, to count if needed
     relayed_chunks: int = 0               # token-bearing chunks a stream relayed
 
-    def answered(self, max_output: int) -> None:
-        self.served, self.max_output = True, max_output
+    def max_output(self, model: ModelConfig) -> int:
+        return min(self.max_tokens or model.max_output_tokens, model.max_output_tokens)
 
-    def usage(self, model: ModelConfig, cancelled: bool) -> tuple[Usage | None, str | None]:
+    def usage_of(self, model: ModelConfig, reported: Usage | None, answer: Any, chunks: int
+                 ) -> tuple[Usage, str | None]:
+        assert self.features is not None
+        estimate = 0
+        if reported is None:
+            estimate = chunks if answer is None else count_answer_tokens(answer, model.tokenizer)
+        return billed_usage(reported, prompt_tokens=self.features.prompt_tokens(model.tokenizer),
+                            max_output=self.max_output(model), estimate_output=estimate)
+
+    def delivered(self, model: ModelConfig, cancelled: bool) -> tuple[Usage | None, str | None]:
         if self.features is None:
             return None, None
-        prompt = self.features.prompt_tokens(model.tokenizer)
         if not self.served:
             # A client that left mid-call cancelled a generation that had
             # started: its prompt was read. Failed attempts bill nothing.
+            prompt = self.features.prompt_tokens(model.tokenizer)
             return (Usage(prompt, 0, estimated=True), None) if cancelled else (None, None)
-        if self.reported is None:
-            estimate = (self.relayed_chunks if self.answer is None
-                        else count_answer_tokens(self.answer, model.tokenizer))
-        else:
-            estimate = 0
-        return billed_usage(self.reported, prompt_tokens=prompt, max_output=self.max_output,
-                            estimate_output=estimate)
+        return self.usage_of(model, self.reported, self.answer, self.relayed_chunks)
 
 
-async def settle(gw: AppState, o: Outcome, model: ModelConfig | None, bill: Bill) -> None:
-    cost = 0
-    usage, anomaly = (None, None) if model is None else bill.usage(model, o.status == 499)
-    if usage is not None and model is not None:
-        o.prompt_tokens, o.completion_tokens = usage.prompt_tokens, usage.completion_tokens
-        o.usage_estimated, o.usage_anomaly = usage.estimated, anomaly
-        cost = cost_nano(model, usage.prompt_tokens, usage.completion_tokens, bill.rate)
-        o.cost_usd = usd(cost)
-        if model.energy_j_per_token is not None:
-            o.energy_j = model.energy_j_per_token * (usage.prompt_tokens + usage.completion_tokens)
+@dataclass(slots=True)
+class Line:
+    """One ledger line: a model's share of the request."""
+
+    model: ModelConfig
+    usage: Usage
+    cost: int
+
+
+def _lines(o: Outcome, attempts: Attempts, bill: Bill) -> list[Line]:
+    """The refused answers first, the delivered one last."""
+    lines = []
+    for a in attempts.discarded if bill.features is not None else ():
+        usage, _ = bill.usage_of(a.model, a.usage, a.answer, a.chunks)
+        lines.append(Line(a.model, usage, cost_nano(a.model, usage.prompt_tokens,
+                                                    usage.completion_tokens, bill.rate)))
+    model = attempts.model
+    delivered, anomaly = (None, None) if model is None else bill.delivered(model, o.status == 499)
+    if model is not None and delivered is not None:
+        o.usage_estimated, o.usage_anomaly = delivered.estimated, anomaly
+        lines.append(Line(model, delivered, cost_nano(model, delivered.prompt_tokens,
+                                                      delivered.completion_tokens, bill.rate)))
+    return lines
+
+
+def _report(o: Outcome, lines: list[Line]) -> None:
+    o.prompt_tokens = sum(x.usage.prompt_tokens for x in lines)
+    o.completion_tokens = sum(x.usage.completion_tokens for x in lines)
+    o.cost_usd = usd(sum(x.cost for x in lines))
+    energy = [x.model.energy_j_per_token * (x.usage.prompt_tokens + x.usage.completion_tokens)
+              for x in lines if x.model.energy_j_per_token is not None]
+    o.energy_j = sum(energy) if energy else None
+
+
+async def settle(gw: AppState, o: Outcome, attempts: Attempts, bill: Bill) -> None:
+    lines = _lines(o, attempts, bill)
+    _report(o, lines)
     if bill.reservation is None:
         return
     reservation, bill.reservation = bill.reservation, None
     try:
-        await settle_budget(gw, reservation, model, o.prompt_tokens, o.completion_tokens, cost)
+        for i, line in enumerate(lines[:-1]):
+            await settle_budget(gw, reservation, line.model, line.usage, line.cost, attempt=i + 1)
+        if lines:
+            last = lines[-1]
+            await settle_budget(gw, reservation, last.model, last.usage, last.cost)
+        else:
+            await settle_budget(gw, reservation, attempts.model, None, 0)
     except Exception:  # settling must never break a response already sent
         logger.exception("request %s: settling the budget failed", o.request_id)
+
+
+__all__ = ["Attempt", "Bill", "settle"]

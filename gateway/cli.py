@@ -16,6 +16,12 @@ from classifiers import commands as classifier_commands
 from core.config import ConfigError, GatewayConfig, load_config
 from gateway.app import CONFIG_ENV, DEFAULT_CONFIG
 from gateway.auth import hash_key
+from gateway.server import (
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_HEADER_BYTES,
+    HeaderLimits,
+    uvicorn_options,
+)
 from gateway.telemetry import MULTIPROC_ENV, fresh_metrics_dir
 from policies import get_policy
 
@@ -54,9 +60,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ[MULTIPROC_ENV] = str(fresh_metrics_dir(config.data_dir))
     os.environ[CONFIG_ENV] = args.config
     os.environ.setdefault("ROUTEGATE_LOG_LEVEL", args.log_level)
+    limits = HeaderLimits(max_bytes=args.max_header_bytes, timeout_s=args.header_timeout)
     uvicorn.run("gateway.app:create_app_from_env", factory=True, host=args.host, port=args.port,
                 workers=args.workers, access_log=False, log_level="warning",
-                timeout_graceful_shutdown=10)
+                timeout_graceful_shutdown=10, **uvicorn_options(limits))
     return 0
 
 
@@ -74,6 +81,22 @@ def cmd_hash_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    """The batch worker without the HTTP server (``routegate worker --config PATH``)."""
+    import asyncio
+    import logging
+
+    from gateway.batch_runner import run_worker
+
+    config = _load(args.config)
+    if config is None:
+        return 2
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(run_worker(config, args.config))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="routegate", description="Cost-aware model router gateway")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -84,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--workers", type=int, default=1)
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--max-header-bytes", type=int, default=DEFAULT_MAX_HEADER_BYTES,
+                       help="cap on request line + headers; larger heads get 431")
+    serve.add_argument("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT_S,
+                       help="seconds a request head may take to arrive")
     serve.set_defaults(func=cmd_serve)
 
     check = sub.add_parser("check-config", help="validate a config file")
@@ -93,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     hk = sub.add_parser("hash-key", help="print the sha256: form of an API key for config")
     hk.add_argument("key")
     hk.set_defaults(func=cmd_hash_key)
+
+    worker = sub.add_parser("worker", help="run only the Batch API worker (no HTTP server)")
+    worker.add_argument("--config", default=os.environ.get(CONFIG_ENV, DEFAULT_CONFIG))
+    worker.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    worker.set_defaults(func=cmd_worker)
 
     # train, eval, classify, calibrate: the complexity classifier's commands
     classifier_commands.register(sub)

@@ -1,27 +1,40 @@
-"""Calling upstream: the fallback loop, written once for streams and non-streams.
+"""Calling upstream: one attempt loop for fallbacks and escalations alike.
 
     attempts = Attempts()
-    result = await call_with_fallback(gw, chat, decision, features, request_id, attempts)
-    attempts.model                      # the model that answered (or was last tried)
+    result = await call_with_fallback(gw, chat, decision, features, request_id, attempts, check)
+    attempts.model          # the model whose answer this is (or that failed last)
 
-The loop walks the decision's chain (chosen model, then its fallbacks) and
-moves on only for retryable failures (``GatewayError.retryable``: network and
-protocol errors, upstream 5xx and 429, timeouts before the first byte) that
-happened before anything reached the client: a stream is handed back only
-after its first event arrived. Anything else ends the request at once: an
-upstream 400 is the client's (no other model will accept it either), an
-upstream 401/403 is the operator's, and a bug is a bug.
+The loop walks the decision's ladder (``gateway/ladder.py``: the chosen
+model, then the rungs above it) and moves on for two reasons:
+
+- the upstream failed before anything reached the client, retryably
+  (``GatewayError.retryable``: network and protocol errors, upstream 5xx and
+  429, a stream's first-byte timeout); an upstream 429 also rests that model
+  until its ``Retry-After``. Anything else ends the request at once: an
+  upstream 400 is the client's (no other model will take it either), a
+  401/403 is the operator's, and a bug is a bug.
+- the answer failed its checks (``AnswerCheck``: invalid JSON, schema or tool
+  arguments, truncated structured output, low logprob). Its output is billed
+  and the next rung is tried; the last rung's answer is delivered as it is.
+
+Each model's circuit breaker sees every attempt, and an open one is skipped.
+A deadline (``escalation.deadline_s``) covers all attempts together.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from dataclasses import dataclass, field
+import time
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from backends.base import ChunkStream, Completion, UpstreamCall
 from core.config import ModelConfig
-from core.errors import GatewayError
+from core.errors import GatewayError, ServiceUnavailable, UpstreamRateLimited, UpstreamTimeout
+from gateway.answers import HeldStream
+from gateway.attempts import AnswerCheck, Attempt, Attempts
 from gateway.features import RequestFeatures
 from gateway.request import ChatRequest
 from policies import Decision
@@ -32,20 +45,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger("routegate.dispatch")
 
 
-@dataclass(slots=True)
-class Attempts:
-    """What the loop tried: the pipeline reads it even when the loop raised."""
-
-    model: ModelConfig | None = None     # the one called last: it answered, or failed last
-    outcomes: list[str] = field(default_factory=list)   # "small:upstream_error", "medium:ok"
-
-    @property
-    def count(self) -> int:
-        return len(self.outcomes)
-
-
-def upstream_payload(chat: ChatRequest, model: ModelConfig) -> dict[str, Any]:
-    """The client's body, untouched but for the model id and (on streams) usage."""
+def upstream_payload(chat: ChatRequest, model: ModelConfig, check: AnswerCheck | None
+                     ) -> dict[str, Any]:
+    """The client's body, untouched but for the model id, (on streams) usage,
+    and logprobs when the answer's confidence is checked."""
     payload = dict(chat.body)
     payload["model"] = model.wire_model
     if chat.stream:
@@ -53,30 +56,106 @@ def upstream_payload(chat: ChatRequest, model: ModelConfig) -> dict[str, Any]:
         # drops the usage chunk again when the client did not ask for it.
         payload["stream_options"] = {**(chat.body.get("stream_options") or {}),
                                      "include_usage": True}
+    if check is not None and check.added_logprobs:
+        payload["logprobs"] = True
     return payload
 
 
 async def call_with_fallback(
     gw: AppState, chat: ChatRequest, decision: Decision, features: RequestFeatures,
-    request_id: str, attempts: Attempts,
+    request_id: str, attempts: Attempts, check: AnswerCheck | None = None,
 ) -> Completion | ChunkStream:
-    chain = (decision.model, *decision.fallbacks) if gw.config.routing.fallback else (
-        decision.model,)
+    chain = (decision.model, *decision.fallbacks)
+    deadline = time.monotonic() + gw.config.escalation.deadline_s
+    failed: GatewayError | None = None
+    refused: tuple[int, Completion | ChunkStream] | None = None   # the latest refused answer
     for n, name in enumerate(chain, start=1):
+        if not gw.breakers[name].allow():
+            logger.info("request %s: skipping %s (breaker open or resting)", request_id, name)
+            continue
         model = attempts.model = gw.models[name]
-        call = UpstreamCall(request_id, upstream_payload(chat, model),
+        call = UpstreamCall(request_id, upstream_payload(chat, model, check),
                             features.prompt_tokens(model.tokenizer),
                             gw.router.predicted_quality(model, features))
-        backend = gw.backends[name]
         try:
-            result = await (backend.stream(call) if chat.stream else backend.complete(call))
+            result = await _attempt(gw, chat, model, call, check, deadline)
         except GatewayError as exc:
-            attempts.outcomes.append(f"{name}:{exc.code}")
-            if not exc.retryable or n == len(chain):
+            _note_failure(gw, name, exc)
+            attempts.tried.append(Attempt(model, exc.code or "error"))
+            if not exc.retryable or not gw.config.routing.fallback:
                 raise
             logger.warning("request %s: %s failed (%s), attempt %d of %d", request_id, name,
                            exc.code, n, len(chain))
+            failed = exc
             continue
-        attempts.outcomes.append(f"{name}:ok")
+        gw.breakers[name].record(ok=True)
+        verdict = _judge(result, check)
+        if verdict is None or n == len(chain):
+            attempts.tried.append(Attempt(model, verdict or "ok"))
+            return _strip_logprobs(result, check)
+        attempts.tried.append(_discarded(model, verdict, result))
+        attempts.escalations.append(verdict)
+        refused = (len(attempts.tried) - 1, result)
+        logger.info("request %s: %s answered %s; escalating", request_id, name, verdict)
+    if refused is not None:
+        # The rungs above failed: the refused answer is still the best there is.
+        index, result = refused
+        attempts.model = attempts.tried[index].model
+        attempts.tried[index] = Attempt(attempts.model, attempts.tried[index].outcome)
+        return _strip_logprobs(result, check)
+    raise failed or ServiceUnavailable(
+        "Every model that could serve this request is failing; try again shortly.",
+        code="models_unavailable", headers={"retry-after": "5"})
+
+
+async def _attempt(gw: AppState, chat: ChatRequest, model: ModelConfig, call: UpstreamCall,
+                   check: AnswerCheck | None, deadline: float) -> Completion | ChunkStream:
+    backend = gw.backends[model.name]
+    try:
+        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+            if not chat.stream:
+                return await backend.complete(call)
+            stream = await backend.stream(call)
+            if check is None or not check.hold_streams:
+                return stream
+            return await HeldStream.hold(stream)
+    except TimeoutError:
+        raise UpstreamTimeout("The request's deadline (escalation.deadline_s) passed before "
+                              f"model {model.name} answered.", generating=True) from None
+
+
+def _note_failure(gw: AppState, name: str, exc: GatewayError) -> None:
+    breaker = gw.breakers[name]
+    if isinstance(exc, UpstreamRateLimited):
+        breaker.rest_until(time.monotonic() + (exc.retry_after_s or 1.0))
+    elif exc.retryable:
+        breaker.record(ok=False)
+
+
+def _judge(result: Completion | ChunkStream, check: AnswerCheck | None) -> str | None:
+    if check is None or not isinstance(result, Completion | HeldStream):
+        return None
+    return check.judge(result)
+
+
+def _discarded(model: ModelConfig, verdict: str, result: Completion | ChunkStream) -> Attempt:
+    """A refused answer, kept only for what it costs."""
+    if isinstance(result, Completion):
+        return Attempt(model, verdict, result.usage, result.data)
+    held = result if isinstance(result, HeldStream) else None
+    return Attempt(model, verdict, result.usage, None, held.chunks if held else 0)
+
+
+def _strip_logprobs(result: Completion | ChunkStream, check: AnswerCheck | None
+                    ) -> Completion | ChunkStream:
+    """Logprobs the gateway asked for on its own behalf are not the client's."""
+    if check is None or not check.added_logprobs:
         return result
-    raise AssertionError("the chain is never empty")
+    if isinstance(result, Completion):
+        for choice in result.data.get("choices") or ():
+            if isinstance(choice, dict):
+                choice["logprobs"] = None
+        result.body = orjson.dumps(result.data)
+    elif isinstance(result, HeldStream):
+        result.strip_logprobs()
+    return result

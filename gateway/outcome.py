@@ -23,6 +23,7 @@ class Outcome:
     error_code: str | None = None
     stream: bool = False
     attempts: int = 0
+    escalations: list[str] | None = None  # why the request climbed: low_confidence, invalid_json
     prompt_tokens: int = 0
     completion_tokens: int = 0
     usage_estimated: bool = False

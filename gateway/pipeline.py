@@ -22,17 +22,19 @@ import orjson
 
 from backends.base import Completion
 from core.errors import GatewayError, InvalidRequest
+from gateway.attempts import AnswerCheck, Attempts
 from gateway.auth import Caller
 from gateway.billing import Bill, settle
-from gateway.dispatch import Attempts, call_with_fallback
+from gateway.dispatch import call_with_fallback
 from gateway.features import measure
 from gateway.ids import client_request_id, new_request_id
+from gateway.ladder import LOW_CONFIDENCE
 from gateway.outcome import Outcome
 from gateway.pools import request_pool
 from gateway.pricing import pool_rate
 from gateway.relay import StreamRelay
 from gateway.request import ChatRequest, parse_chat_request
-from gateway.spend import max_output, reserve_budget
+from gateway.spend import reserve_budget
 
 if TYPE_CHECKING:
     from gateway.state import AppState
@@ -82,9 +84,9 @@ async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
         logger.exception("request %s failed inside the gateway", o.request_id)
         await _fail(out, o, INTERNAL)
     finally:
-        o.attempts = attempts.count
+        o.attempts, o.escalations = attempts.count, attempts.escalations or None
         o.latency_s = time.perf_counter() - started
-        await settle(gw, o, attempts.model, bill)
+        await settle(gw, o, attempts, bill)
         gw.telemetry.request_completed(o)
     return o
 
@@ -98,20 +100,23 @@ async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat:
     o.reason, o.predicted_quality = decision.reason, decision.predicted_quality
     o.confidence = decision.confidence
     bill.rate = pool_rate(gw.config, o.pool)
+    check = AnswerCheck.for_request(gw.config.escalation, chat)
     bill.reservation = await reserve_budget(gw, caller, o.request_id, chat, decision, features,
-                                            bill.rate)
+                                            bill.rate, every_attempt_bills=check is not None)
     if bill.reservation is not None and bill.reservation.soft_limited:
         o.budget = "soft-limit"
-    bill.features = features
+    bill.features, bill.max_tokens = features, chat.max_tokens
+    if decision.reason == LOW_CONFIDENCE:
+        attempts.escalations.append(LOW_CONFIDENCE)
     result = await out.until_gone(call_with_fallback(gw, chat, decision, features, o.request_id,
-                                                     attempts))
+                                                     attempts, check))
     model = attempts.model
     assert model is not None
     o.model = model.name
-    bill.answered(max_output(chat, model))
+    bill.served = True
     headers = o.response_headers()
     if attempts.count > 1:
-        headers["x-routegate-attempts"] = ",".join(attempts.outcomes)
+        headers["x-routegate-attempts"] = attempts.header()
     if isinstance(result, Completion):
         bill.reported, bill.answer = result.usage, result.data
         o.ttft_s = result.ttft_s

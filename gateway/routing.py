@@ -16,7 +16,9 @@ from core.config import GatewayConfig, ModelConfig
 from core.errors import InvalidRequest, ModelNotFound
 from core.types import LiveStats
 from gateway.auth import Caller
+from gateway.breaker import Breaker
 from gateway.features import DEFAULT_EXPECTED_OUTPUT, RequestFeatures
+from gateway.ladder import climb
 from gateway.pricing import cost_usd, pool_rate
 from gateway.request import ChatRequest
 from policies import Candidate, Decision, Policy, RouteContext, get_policy
@@ -59,10 +61,12 @@ def allowed(model: ModelConfig, caller: Caller, pool: str) -> bool:
 
 class Router:
     def __init__(self, config: GatewayConfig, backends: dict[str, Backend],
-                 classifier: ComplexityModel | None = None) -> None:
+                 classifier: ComplexityModel | None = None,
+                 breakers: dict[str, Breaker] | None = None) -> None:
         self.config = config
         self.backends = backends
         self.classifier = classifier
+        self.breakers = breakers or {}
         self.auto_policy: Policy = get_policy(config.routing.auto_policy, config)
         self.encodings = {m.tokenizer for m in config.models}
         self._models = {m.name: m for m in config.models}   # a dict: looked up per request
@@ -141,4 +145,13 @@ class Router:
             quality_target=quality, soft_limited=soft_limited,
             confidence=None if features.score is None else features.score.confidence,
             has_tools=chat.has_tools, has_response_format=chat.has_response_format)
-        return self.auto_policy.choose(ctx, fitting)
+        # A model whose breaker is open (or that asked us to back off) is not a
+        # candidate, unless every model is out: then all are tried.
+        healthy = [c for c in fitting if self._available(c.name)] or fitting
+        decision = self.auto_policy.choose(ctx, healthy)
+        return climb(decision, healthy, self.config.escalation,
+                     max_attempts=self.config.routing.max_attempts)
+
+    def _available(self, name: str) -> bool:
+        breaker = self.breakers.get(name)
+        return breaker is None or breaker.available()

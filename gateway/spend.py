@@ -12,10 +12,12 @@ row), from the checked usage (``gateway.metering``), exactly once.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from budget.reservation import Reservation
 from core.config import ModelConfig
+from core.types import Usage
 from gateway.auth import Caller
 from gateway.features import RequestFeatures
 from gateway.pricing import cost_nano
@@ -32,24 +34,31 @@ def max_output(chat: ChatRequest, model: ModelConfig) -> int:
 
 
 def worst_case(gw: AppState, chat: ChatRequest, decision: Decision, features: RequestFeatures,
-               rate: float) -> tuple[int, int]:
-    """(nano-USD, tokens) the request can cost at most, over its fallback chain."""
-    cost, tokens = 0, 0
+               rate: float, *, every_attempt_bills: bool = False) -> tuple[int, int]:
+    """(nano-USD, tokens) the request can cost at most, over its ladder.
+
+    A failed attempt bills nothing, so without answer checks at most one
+    attempt bills: the dearest. With them, every refused answer is billed
+    too, so the worst case is the whole ladder's sum."""
+    costs, tokens = [], []
     for name in (decision.model, *decision.fallbacks):
         model = gw.models[name]
         prompt = features.prompt_tokens(model.tokenizer)
         out = max_output(chat, model)
-        cost = max(cost, cost_nano(model, prompt, out, rate))
-        tokens = max(tokens, prompt + out)
-    return cost, tokens
+        costs.append(cost_nano(model, prompt, out, rate))
+        tokens.append(prompt + out)
+    if every_attempt_bills:
+        return sum(costs), sum(tokens)
+    return max(costs), max(tokens)
 
 
 async def reserve_budget(gw: AppState, caller: Caller, request_id: str, chat: ChatRequest,
-                         decision: Decision, features: RequestFeatures, rate: float
-                         ) -> Reservation | None:
+                         decision: Decision, features: RequestFeatures, rate: float, *,
+                         every_attempt_bills: bool = False) -> Reservation | None:
     if not gw.config.budget.enabled:
         return None
-    amount, tokens = worst_case(gw, chat, decision, features, rate)
+    amount, tokens = worst_case(gw, chat, decision, features, rate,
+                                every_attempt_bills=every_attempt_bills)
     return await gw.budget.reserve(
         request_id=request_id, team=caller.team.name, team_limits=caller.team.budget,
         key_id=caller.key_id, key_limits=caller.key.budget, model=decision.model,
@@ -57,8 +66,14 @@ async def reserve_budget(gw: AppState, caller: Caller, request_id: str, chat: Ch
 
 
 async def settle_budget(gw: AppState, reservation: Reservation, model: ModelConfig | None,
-                        input_tokens: int, output_tokens: int, cost: int) -> None:
-    """Bill ``cost`` (zero when nothing was generated) to the model that answered,
-    and release the rest of the hold."""
-    await gw.budget.settle(reservation, input_tokens=input_tokens, output_tokens=output_tokens,
+                        usage: Usage | None, cost: int, *, attempt: int = 0) -> None:
+    """Bill ``cost`` to ``model``'s ledger line and, for the delivered answer
+    (``attempt`` 0), release the rest of the hold. A refused answer of an
+    escalation (``attempt`` 1, 2, ...) is billed under its own idempotency id
+    and holds nothing: the reservation already covered the whole ladder."""
+    if attempt:
+        reservation = replace(reservation, request_id=f"{reservation.request_id}.{attempt}",
+                              amount=0, tokens=0)
+    await gw.budget.settle(reservation, input_tokens=usage.prompt_tokens if usage else 0,
+                           output_tokens=usage.completion_tokens if usage else 0,
                            cost_nanousd=cost, model=model.name if model else None)

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.base import Backend
-from backends.http1 import ConnectionPool
 from backends.openai_compat import OpenAICompatBackend
 from backends.simulated import SimulatedBackend
 from budget import BudgetStore, RedisHandle, open_redis
@@ -28,6 +27,8 @@ from classifiers.complexity import ComplexityModel
 from classifiers.length import counter_for
 from core.config import GatewayConfig, ModelConfig
 from gateway.auth import Caller, KeyRing
+from gateway.batch_runner import BatchService, open_batch_service
+from gateway.breaker import Breaker
 from gateway.routing import Router
 from gateway.telemetry import Telemetry
 
@@ -37,13 +38,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger("routegate.state")
 
 
-def build_backends(config: GatewayConfig, pool: ConnectionPool) -> dict[str, Backend]:
+def build_backends(config: GatewayConfig) -> dict[str, Backend]:
+    """One backend per model; each remote one owns its transport (``model.transport``)."""
     backends: dict[str, Backend] = {}
     for model in config.models:
         if model.backend == "simulated":
             backends[model.name] = SimulatedBackend(model)
         else:
-            backends[model.name] = OpenAICompatBackend(model, pool)
+            backends[model.name] = OpenAICompatBackend(model)
     return backends
 
 
@@ -60,13 +62,14 @@ def load_classifier(path: str | None) -> ComplexityModel | None:
 class AppState:
     config: GatewayConfig
     keyring: KeyRing
-    pool: ConnectionPool
     backends: dict[str, Backend]
+    breakers: dict[str, Breaker]
     router: Router
     telemetry: Telemetry
     classifier: ComplexityModel | None = None
     redis: RedisHandle | None = None
     budget: BudgetStore = None  # type: ignore[assignment]  # set in start()
+    batch: BatchService | None = None  # the Batch API (gateway/batch_runner.py)
     config_path: str | None = None
     replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
@@ -76,20 +79,21 @@ class AppState:
 
     @classmethod
     async def start(cls, config: GatewayConfig, config_path: str | None = None) -> AppState:
-        pool = ConnectionPool()
-        backends = build_backends(config, pool)
+        backends = build_backends(config)
+        breakers = {m.name: Breaker(config.breaker) for m in config.models}
         classifier = await asyncio.to_thread(load_classifier, config.routing.classifier)
-        router = Router(config, backends, classifier)
+        router = Router(config, backends, classifier, breakers)
         # Load tiktoken's files now, not on the first request (about 0.5 s each).
         await asyncio.to_thread(lambda: [counter_for(enc) for enc in router.encodings])
         data_dir = Path(config.data_dir)
         redis = await open_redis(config.effective_redis_url, data_dir)
-        state = cls(config=config, keyring=KeyRing.from_config(config), pool=pool,
+        state = cls(config=config, keyring=KeyRing.from_config(config), breakers=breakers,
                     backends=backends, router=router, telemetry=Telemetry(),
                     classifier=classifier, redis=redis, config_path=config_path)
         state.budget = BudgetStore(redis.client, config.budget, replica_id=state.replica_id,
                                    data_dir=data_dir, scripts_client=redis.scripts)
         state.spawn(state.budget.run_reconciler())
+        state.batch = await open_batch_service(state)
         # Open a few pooled connections now rather than in the first burst.
         await asyncio.gather(*(state.budget.ping() for _ in range(8)), return_exceptions=True)
         return state
@@ -99,6 +103,8 @@ class AppState:
         self._tasks.append(asyncio.create_task(coro))
 
     async def aclose(self) -> None:
+        if self.batch is not None:  # first: its lines still use the budget and backends
+            await self.batch.aclose()
         if self.budget is not None:
             await self.budget.aclose()
         for task in self._tasks:
@@ -106,7 +112,6 @@ class AppState:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for backend in self.backends.values():
             await backend.aclose()
-        self.pool.close()
         self.telemetry.close()
         if self.redis is not None:
             await self.redis.close()

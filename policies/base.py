@@ -53,7 +53,7 @@ class Decision:
     predicted_latency_s: float | None = None
     predicted_quality: float | None = None
     confidence: float | None = None
-    fallbacks: tuple[str, ...] = field(default=())
+    fallbacks: tuple[str, ...] = field(default=())   # the ladder, set by the router
 
 
 class Policy(Protocol):

@@ -15,7 +15,7 @@ class CheapestPolicy:
     name = "cheapest"
 
     def __init__(self, config: GatewayConfig) -> None:
-        self.max_attempts = config.routing.max_attempts
+        del config   # registered policies share one constructor; this one needs nothing
 
     def choose(self, ctx: RouteContext, candidates: list[Candidate]) -> Decision:
         ranked = by_cost(candidates)
@@ -25,5 +25,4 @@ class CheapestPolicy:
             reason="cheapest-fit",
             predicted_cost_usd=best.cost_usd,
             predicted_latency_s=best.latency_s,
-            fallbacks=tuple(c.name for c in ranked[1 : self.max_attempts]),
         )

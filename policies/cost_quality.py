@@ -5,8 +5,9 @@
            (interactive pool: among those whose predicted latency meets the SLO first)
     none qualifies -> the best value: argmax P - kappa * cost / max cost (policies/selection.py)
 
-Ties in cost go to the lower predicted latency. Fallbacks keep quality: the
-other qualifying models by cost, then the rest by P(correct), strongest first.
+Ties in cost go to the lower predicted latency. What to try next if this
+answer fails is the router's ladder (``gateway/ladder.py``), the same for every
+policy.
 Above a team's soft budget limit the target drops by
 ``budget.soft_limit_quality_drop`` so the team moves to cheaper models.
 """
@@ -24,7 +25,6 @@ class CostQualityPolicy:
     name = "cost_quality"
 
     def __init__(self, config: GatewayConfig) -> None:
-        self.max_attempts = config.routing.max_attempts
         self.soft_drop = config.budget.soft_limit_quality_drop
         self.kappa = config.routing.unreachable_price_weight
         slo = config.pools.interactive
@@ -49,16 +49,10 @@ class CostQualityPolicy:
         if ctx.soft_limited:
             reason += ";soft-limit"
         best = candidates[pick]
-        # Fallbacks keep quality: other models meeting the target, cheapest
-        # first, then the rest, strongest first.
-        order = sorted(range(len(candidates)), key=lambda i: (
-            q[i] < target, candidates[i].cost_usd if q[i] >= target else -q[i]))
-        chain = [candidates[i].name for i in order if i != pick]
         return Decision(
             model=best.name, reason=reason, predicted_cost_usd=best.cost_usd,
             predicted_latency_s=best.latency_s, predicted_quality=round(q[pick], 4),
             confidence=None if ctx.confidence is None else round(ctx.confidence, 4),
-            fallbacks=tuple(chain[: self.max_attempts - 1]),
         )
 
     def _select(self, candidates: list[Candidate], q: list[float], target: float,

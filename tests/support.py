@@ -113,7 +113,7 @@ def base_config(sim_url: str, **overrides: object) -> dict:
             remote("strong", "default", 2.0, context_window=16384, max_output_tokens=2048),
             remote("broken", "error", 50.0),
             remote("hangs", "timeout", 50.0, timeouts={"connect_s": 1, "first_byte_s": 1,
-                                                       "between_chunks_s": 1}),
+                                                       "between_chunks_s": 1, "total_s": 1}),
             remote("drops", "drop", 50.0),
             remote("echo", "echo", 50.0),
             remote("slowpoke", "slow", 50.0),

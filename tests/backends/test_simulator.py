@@ -125,7 +125,8 @@ def test_correctness_draw_follows_predicted_quality() -> None:
 def test_timeout_rate_hangs_until_the_backend_timeout() -> None:
     config = ModelConfig(name="m", price=Price(input_per_mtok=1, output_per_mtok=1),
                          simulate=SimulateConfig(timeout_rate=1.0),
-                         timeouts={"first_byte_s": 0.2})
+                         timeouts={"first_byte_s": 0.2, "total_s": 0.3})
     from core.errors import UpstreamTimeout
-    with pytest.raises(UpstreamTimeout):
+    with pytest.raises(UpstreamTimeout) as caught:          # non-streamed: total_s bounds it
         asyncio.run(SimulatedBackend(config).complete(call()))
+    assert not caught.value.retryable                       # it was generating: never retried

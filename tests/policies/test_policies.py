@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from core.config import GatewayConfig, parse_config
+from core.escalation_config import EscalationConfig
 from core.types import LiveStats
+from gateway.ladder import climb
 from policies import Candidate, RouteContext, get_policy
 
 
@@ -42,7 +45,6 @@ def test_cheapest_ignores_quality() -> None:
     cfg = config()
     decision = get_policy("cheapest", cfg).choose(ctx(0.99), candidates(cfg, 3.0))
     assert decision.model == "small"
-    assert decision.fallbacks == ("mid", "big")
 
 
 def test_fixed_always_picks_its_model() -> None:
@@ -66,11 +68,39 @@ def test_cost_quality_picks_cheapest_meeting_target(logit: float, target: float,
     assert decision.confidence == 0.8
 
 
-def test_cost_quality_fallbacks_never_drop_quality() -> None:
+def test_the_ladder_climbs_to_models_at_least_as_good_cheapest_first() -> None:
     cfg = config()
-    decision = get_policy("cost_quality", cfg).choose(ctx(0.6), candidates(cfg))
+    cands = candidates(cfg)
+    decision = get_policy("cost_quality", cfg).choose(ctx(0.6), cands)
     assert decision.model == "mid"
-    assert decision.fallbacks[0] == "big"      # small would not meet the target
+    climbed = climb(decision, cands, EscalationConfig(), max_attempts=3)
+    assert climbed.fallbacks == ("big",)      # small is less likely correct: never a rung
+    small = climb(replace(decision, model="small"), cands, EscalationConfig(), max_attempts=3)
+    assert small.fallbacks == ("mid", "big")
+    capped = climb(replace(decision, model="small"), cands, EscalationConfig(max_steps=1),
+                   max_attempts=3)
+    assert capped.fallbacks == ("mid",)
+
+
+def test_an_explicit_ladder_sets_the_order() -> None:
+    cfg = config()
+    cands = candidates(cfg)
+    decision = replace(get_policy("cheapest", cfg).choose(ctx(0.5), cands), model="small")
+    climbed = climb(decision, cands, EscalationConfig(ladder=["small", "big", "mid"]),
+                    max_attempts=3)
+    assert climbed.fallbacks == ("big", "mid")
+
+
+def test_low_confidence_starts_one_rung_up() -> None:
+    cfg = config()
+    cands = candidates(cfg)
+    decision = replace(get_policy("cheapest", cfg).choose(ctx(0.5), cands), confidence=0.2)
+    climbed = climb(decision, cands, EscalationConfig(min_confidence=0.3), max_attempts=3)
+    assert (climbed.model, climbed.reason, climbed.fallbacks) == ("mid", "low_confidence",
+                                                                  ("big",))
+    sure = climb(replace(decision, confidence=0.9), cands, EscalationConfig(min_confidence=0.3),
+                 max_attempts=3)
+    assert sure.model == "small"
 
 
 def test_cost_quality_prefers_models_within_the_latency_slo() -> None:

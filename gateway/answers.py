@@ -1,0 +1,129 @@
+"""Reading an answer back: the message a completion or a stream carries.
+
+    message, finish, logprobs = completion_message(completion.data)
+    held = await HeldStream.hold(stream)      # every event read, nothing sent yet
+    message, finish, logprobs = held.message()
+
+A stream whose answer must be checked before the client sees it (structured
+output, ``escalation.stream_mode: buffer``) is read to the end first, then
+replayed byte for byte: the client's time to first token becomes the whole
+generation, the price of never showing it an answer that gets replaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from backends.base import ChunkStream
+from backends.sse import SSEEvent
+from core.types import Usage
+
+
+def _token_logprobs(logprobs: Any) -> list[float]:
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [t["logprob"] for t in content
+            if isinstance(t, dict) and isinstance(t.get("logprob"), int | float)]
+
+
+def completion_message(data: Any) -> tuple[dict[str, Any], str | None, list[float]]:
+    """(message, finish_reason, token logprobs) of a non-streamed answer's first choice."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices else {}
+    if not isinstance(choice, dict):
+        return {}, None, []
+    message = choice.get("message")
+    return (message if isinstance(message, dict) else {}, choice.get("finish_reason"),
+            _token_logprobs(choice.get("logprobs")))
+
+
+def _merge_tool_calls(calls: dict[int, dict[str, Any]], deltas: Any) -> None:
+    for delta in deltas if isinstance(deltas, list) else ():
+        if not isinstance(delta, dict):
+            continue
+        call = calls.setdefault(int(delta.get("index") or 0),
+                                {"type": "function", "function": {"name": "", "arguments": ""}})
+        if delta.get("id"):
+            call["id"] = delta["id"]
+        fn = delta.get("function") or {}
+        call["function"]["name"] += fn.get("name") or ""
+        call["function"]["arguments"] += fn.get("arguments") or ""
+
+
+def stream_message(events: list[SSEEvent]) -> tuple[dict[str, Any], str | None, list[float]]:
+    """The first choice's message, assembled from a stream's deltas."""
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish, logprobs = None, []
+    for event in events:
+        for choice in (event.data or {}).get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                content.append(delta["content"])
+            _merge_tool_calls(calls, delta.get("tool_calls"))
+            finish = choice.get("finish_reason") or finish
+            logprobs += _token_logprobs(choice.get("logprobs"))
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message, finish, logprobs
+
+
+class HeldStream:
+    """A stream read to its end and replayed: a ``ChunkStream`` that never waits."""
+
+    def __init__(self, stream: ChunkStream, events: list[SSEEvent]) -> None:
+        self._stream = stream
+        self.events = events
+        self.chunks = sum(e.has_tokens for e in events)
+
+    @classmethod
+    async def hold(cls, stream: ChunkStream) -> HeldStream:
+        events: list[SSEEvent] = []
+        try:
+            async for event in stream:
+                events.append(event)
+        finally:
+            await stream.aclose()
+        return cls(stream, events)
+
+    def message(self) -> tuple[dict[str, Any], str | None, list[float]]:
+        return stream_message(self.events)
+
+    def strip_logprobs(self) -> None:
+        """Drop the logprobs the gateway asked for on its own behalf."""
+        for i, event in enumerate(self.events):
+            choices = (event.data or {}).get("choices")
+            if isinstance(choices, list) and any(
+                    isinstance(c, dict) and c.get("logprobs") for c in choices):
+                for c in choices:
+                    if isinstance(c, dict):
+                        c["logprobs"] = None
+                self.events[i] = SSEEvent.from_data(event.data or {})
+
+    @property
+    def usage(self) -> Usage | None:
+        return self._stream.usage
+
+    @property
+    def ttft_s(self) -> float:
+        return self._stream.ttft_s
+
+    @property
+    def tpot_s(self) -> float | None:
+        return self._stream.tpot_s
+
+    @property
+    def buffered(self) -> bool:
+        return True
+
+    async def __aiter__(self) -> AsyncIterator[SSEEvent]:
+        for event in self.events:
+            yield event
+
+    async def aclose(self) -> None:
+        return None

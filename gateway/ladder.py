@@ -1,0 +1,49 @@
+"""The escalation ladder: which models a request may climb to after the first choice.
+
+    decision = climb(policy_decision, candidates, config.escalation, max_attempts=3)
+    decision.model, decision.fallbacks        # first try, then the rungs above it
+
+One ladder serves both reasons to move on: an upstream that failed, and an
+answer that failed its checks (``gateway.dispatch``). The rungs above a
+choice are the candidates predicted at least as likely to be correct,
+cheapest first (or ``escalation.ladder``'s order when configured), at most
+``escalation.max_steps`` of them. When the classifier is unsure of the
+prompt (confidence below ``escalation.min_confidence``), the request starts
+one rung up: reason ``low_confidence``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from core.escalation_config import EscalationConfig
+from policies import Candidate, Decision
+
+LOW_CONFIDENCE = "low_confidence"
+
+
+def rungs_above(chosen: str, candidates: list[Candidate], config: EscalationConfig
+                ) -> list[Candidate]:
+    by_name = {c.name: c for c in candidates}
+    if config.ladder:
+        order = [by_name[n] for n in config.ladder if n in by_name]
+        names = [c.name for c in order]
+        return order[names.index(chosen) + 1:] if chosen in names else order
+    floor = by_name[chosen].p_correct if chosen in by_name else 0.0
+    above = [c for c in candidates if c.name != chosen and c.p_correct >= floor]
+    return sorted(above, key=lambda c: (c.cost_usd, -c.p_correct))
+
+
+def climb(decision: Decision, candidates: list[Candidate], config: EscalationConfig, *,
+          max_attempts: int) -> Decision:
+    steps = rungs_above(decision.model, candidates, config)[: max(0, max_attempts - 1)]
+    steps = steps[: config.max_steps] if config.enabled else steps
+    unsure = (config.enabled and config.min_confidence is not None
+              and decision.confidence is not None and decision.confidence < config.min_confidence)
+    if unsure and steps:
+        first = steps[0]
+        return replace(decision, model=first.name, reason=LOW_CONFIDENCE,
+                       predicted_cost_usd=first.cost_usd, predicted_latency_s=first.latency_s,
+                       predicted_quality=round(first.p_correct, 4),
+                       fallbacks=tuple(c.name for c in steps[1:]))
+    return replace(decision, fallbacks=tuple(c.name for c in steps))
