@@ -35,6 +35,7 @@ from pydantic import (
 from core.batch_config import BatchSettings
 from core.budget_config import BudgetSettings, Limits
 from core.escalation_config import BreakerConfig, EscalationConfig
+from core.scheduler_config import DEFAULT_MAX_CONCURRENCY, SchedulerConfig
 
 PoolName = Literal["interactive", "batch"]
 POOL_NAMES: tuple[PoolName, ...] = ("interactive", "batch")
@@ -126,6 +127,7 @@ class ModelConfig(Strict):
     timeouts: Timeouts = Timeouts()
     transport: TransportConfig = TransportConfig()
     simulate: SimulateConfig | None = None
+    scheduler: SchedulerConfig = SchedulerConfig()
 
     @field_validator("base_url")
     @classmethod
@@ -163,6 +165,13 @@ class ModelConfig(Strict):
     @property
     def wire_model(self) -> str:
         return self.upstream_model or self.name
+
+    @property
+    def max_concurrency(self) -> int:
+        """Requests the gateway runs on this model at once: per replica, times replicas."""
+        per_replica = self.scheduler.max_concurrency or (
+            self.simulate.max_batch if self.simulate else DEFAULT_MAX_CONCURRENCY)
+        return per_replica * max(1, len(self.base_urls))
 
 
 class InteractivePool(Strict):

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
 
 EWMA_ALPHA = 0.2
+WINDOW = 256          # samples in the windowed p95
+P95_EVERY = 16        # new samples between two refreshes of a p95
 
 
 @dataclass(slots=True)
@@ -27,23 +30,122 @@ class Usage:
 
 @dataclass(slots=True)
 class LiveStats:
-    """Smoothed latency and load of one backend, updated by every request."""
+    """Live latency and load of one model (all its replicas), from real responses.
 
-    ttft_s: float | None = None
-    tpot_s: float | None = None
-    in_flight: int = 0
-    requests: int = 0
+        stats.observe_ttft(0.21); stats.ttft_s, stats.ttft_p95     # EWMA, windowed p95
+        stats.predicted_ttft_s(prompt_tokens=900, default_prefill=5000)
+        stats.predicted_tpot_s(default=0.03)
+
+    Written by two hands, each cheaply (a few float operations per request):
+    the backend (``in_flight``, ``requests``, TTFT, TPOT, ``observe_failure``)
+    and the gateway's scheduler (``gateway/scheduler.py``: admitted, queued,
+    capacity, slot time, the prefill backlog, the learned prefill rate, the
+    error rate). The router reads the predictions.
+
+    Nothing here goes through Redis: every gateway process schedules its own
+    admissions, so what it predicts from is what it admitted. A fleet of
+    gateway replicas in front of one upstream must each be given its share
+    of ``max_concurrency`` (see README, "Pools and SLOs").
+    """
+
+    ttft_s: float | None = None        # EWMA of time to first token
+    tpot_s: float | None = None        # EWMA of time per output token
+    in_flight: int = 0                 # calls open at the backend
+    requests: int = 0                  # answers received
     last_failure: float = 0.0
+    admitted: int = 0                  # scheduler slots held, all pools
+    queued: int = 0                    # interactive requests waiting in the scheduler
+    queued_batch: int = 0              # batch requests waiting in the scheduler
+    capacity: int = 16                 # the scheduler's concurrency limit
+    batch_slowdown: float = 0.04       # TPOT grows by this share per extra sequence
+    error_rate: float = 0.0            # EWMA of failed attempts
+    prefill_tokens_per_s: float | None = None   # learned: tokens prefilled per second
+    slot_s: float | None = None        # EWMA of how long a request holds a slot
+    load: float = 1.0                  # EWMA of sequences running when TPOT was measured
+    backlog_tokens: float = 0.0        # prompt tokens admitted and not yet prefilled ...
+    backlog_at: float = 0.0            # ... as of this time (the backlog drains at the rate)
+    ttft_window: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    tpot_window: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    _p95: dict[str, tuple[int, float | None]] = field(default_factory=dict)
+    _seen: dict[str, int] = field(default_factory=lambda: {"ttft": 0, "tpot": 0})
 
     def observe_ttft(self, seconds: float) -> None:
-        self.ttft_s = seconds if self.ttft_s is None else (
-            self.ttft_s + EWMA_ALPHA * (seconds - self.ttft_s)
-        )
+        self.ttft_s = _ewma(self.ttft_s, seconds)
+        self.ttft_window.append(seconds)
+        self._seen["ttft"] += 1
 
     def observe_tpot(self, seconds: float) -> None:
-        self.tpot_s = seconds if self.tpot_s is None else (
-            self.tpot_s + EWMA_ALPHA * (seconds - self.tpot_s)
-        )
+        self.tpot_s = _ewma(self.tpot_s, seconds)
+        self.tpot_window.append(seconds)
+        self._seen["tpot"] += 1
+        self.load += EWMA_ALPHA * (max(1, self.admitted) - self.load)
 
     def observe_failure(self) -> None:
         self.last_failure = time.monotonic()
+
+    def observe_outcome(self, ok: bool) -> None:
+        self.error_rate += EWMA_ALPHA * ((0.0 if ok else 1.0) - self.error_rate)
+
+    @property
+    def ttft_p95(self) -> float | None:
+        return self._percentile("ttft", self.ttft_window)
+
+    @property
+    def tpot_p95(self) -> float | None:
+        return self._percentile("tpot", self.tpot_window)
+
+    def _percentile(self, key: str, window: deque[float]) -> float | None:
+        # Sorting the window on every read would cost more than the request;
+        # the p95 is refreshed after every P95_EVERY new samples instead.
+        seen = self._seen[key]
+        cached = self._p95.get(key)
+        if cached is not None and seen - cached[0] < P95_EVERY:
+            return cached[1]
+        ordered = sorted(window)
+        value = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] if ordered else None
+        self._p95[key] = (seen, value)
+        return value
+
+    def backlog(self, rate: float, now: float) -> float:
+        """Prompt tokens still to prefill: a fluid model that drains at ``rate``."""
+        return max(0.0, self.backlog_tokens - rate * (now - self.backlog_at))
+
+    def add_backlog(self, tokens: int, rate: float, now: float) -> float:
+        """Admit ``tokens`` to prefill; returns the backlog they join (for learning)."""
+        ahead = self.backlog(rate, now)
+        self.backlog_tokens, self.backlog_at = ahead + tokens, now
+        return ahead
+
+    def observe_prefill(self, tokens: float, ttft_s: float) -> None:
+        """``tokens`` (the backlog ahead plus the prompt) were prefilled in ``ttft_s``."""
+        if ttft_s > 0 and tokens > 0:
+            self.prefill_tokens_per_s = _ewma(self.prefill_tokens_per_s, tokens / ttft_s)
+
+    def observe_slot(self, seconds: float) -> None:
+        self.slot_s = _ewma(self.slot_s, seconds)
+
+    def queue_wait_s(self, ahead: int, fallback_slot_s: float) -> float:
+        """Expected wait of a request with ``ahead`` requests queued before it:
+        slots free at ``capacity / slot time`` per second."""
+        if ahead <= 0 and self.admitted < self.capacity:
+            return 0.0
+        return (ahead + 1) * (self.slot_s or fallback_slot_s) / self.capacity
+
+    def predicted_ttft_s(self, prompt_tokens: int, default_prefill: float,
+                         fallback_slot_s: float = 2.0) -> float:
+        """Queue wait + (backlog ahead + this prompt) / the learned prefill rate."""
+        rate = self.prefill_tokens_per_s or default_prefill
+        prefill = (self.backlog(rate, time.monotonic()) + prompt_tokens) / rate
+        return self.queue_wait_s(self.queued, fallback_slot_s) + prefill
+
+    def predicted_tpot_s(self, default: float) -> float:
+        """TPOT follows concurrency: the measured one, rescaled from the load it
+        was measured at to the load this request would join."""
+        if self.tpot_s is None:
+            return default * (1 + self.batch_slowdown * self.admitted)
+        now = 1 + self.batch_slowdown * min(self.admitted, self.capacity - 1)
+        return self.tpot_s * now / (1 + self.batch_slowdown * (self.load - 1))
+
+
+def _ewma(current: float | None, sample: float) -> float:
+    return sample if current is None else current + EWMA_ALPHA * (sample - current)

@@ -78,7 +78,7 @@ async def call_with_fallback(
                             features.prompt_tokens(model.tokenizer),
                             gw.router.predicted_quality(model, features))
         try:
-            result = await _attempt(gw, chat, model, call, check, deadline)
+            result = await _attempt(gw, chat, model, call, check, deadline, decision.pool)
         except GatewayError as exc:
             _note_failure(gw, name, exc)
             attempts.tried.append(Attempt(model, exc.code or "error"))
@@ -109,19 +109,27 @@ async def call_with_fallback(
 
 
 async def _attempt(gw: AppState, chat: ChatRequest, model: ModelConfig, call: UpstreamCall,
-                   check: AnswerCheck | None, deadline: float) -> Completion | ChunkStream:
+                   check: AnswerCheck | None, deadline: float, pool: str = "interactive"
+                   ) -> Completion | ChunkStream:
     backend = gw.backends[model.name]
+    # A slot on the model (gateway/scheduler.py), held until the answer is read
+    # or, for a stream, until it is closed; every other way out frees it here.
+    scheduler = gw.schedulers[model.name]
+    ticket = await scheduler.acquire(pool, call.prompt_tokens, deadline - time.monotonic())
     try:
         async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
             if not chat.stream:
-                return await backend.complete(call)
-            stream = await backend.stream(call)
+                return scheduler.finished(ticket, await backend.complete(call))
+            stream = scheduler.holding(ticket, await backend.stream(call))
             if check is None or not check.hold_streams:
                 return stream
             return await HeldStream.hold(stream)
-    except TimeoutError:
-        raise UpstreamTimeout("The request's deadline (escalation.deadline_s) passed before "
-                              f"model {model.name} answered.", generating=True) from None
+    except BaseException as exc:
+        scheduler.release(ticket, failed=exc)
+        if isinstance(exc, TimeoutError):
+            raise UpstreamTimeout("The request's deadline (escalation.deadline_s) passed "
+                                  f"before model {model.name} answered.", generating=True) from None
+        raise
 
 
 def _note_failure(gw: AppState, name: str, exc: GatewayError) -> None:

@@ -36,6 +36,7 @@ class Outcome:
     predicted_quality: float | None = None
     confidence: float | None = None
     budget: str | None = None
+    slo: str | None = None               # "at-risk": the chosen model was predicted to miss the SLO
 
     def response_headers(self) -> dict[str, str]:
         headers = {"x-request-id": self.client_request_id or self.request_id,
@@ -46,4 +47,6 @@ class Outcome:
             headers["x-routegate-reason"] = self.reason
         if self.budget:
             headers["x-routegate-budget"] = self.budget
+        if self.slo:
+            headers["x-routegate-slo"] = self.slo
         return headers

@@ -98,7 +98,7 @@ async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat:
     decision = gw.router.choose(chat, caller, features, pool=o.pool,
                                 soft_limited=gw.soft_limited(caller))
     o.reason, o.predicted_quality = decision.reason, decision.predicted_quality
-    o.confidence = decision.confidence
+    o.confidence, o.slo = decision.confidence, decision.slo
     bill.rate = pool_rate(gw.config, o.pool)
     check = AnswerCheck.for_request(gw.config.escalation, chat)
     bill.reservation = await reserve_budget(gw, caller, o.request_id, chat, decision, features,

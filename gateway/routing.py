@@ -9,6 +9,7 @@ window, and ``max_tokens`` is within its maximum. Policies only rank.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from backends.base import Backend
@@ -21,33 +22,30 @@ from gateway.features import DEFAULT_EXPECTED_OUTPUT, RequestFeatures
 from gateway.ladder import climb
 from gateway.pricing import cost_usd, pool_rate
 from gateway.request import ChatRequest
+from gateway.scheduler import DEFAULT_PREFILL_TOKENS_PER_S
 from policies import Candidate, Decision, Policy, RouteContext, get_policy
+from policies.slo import AT_RISK, SLO
 
 if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel
 
-DEFAULT_TTFT_S = 0.5
 DEFAULT_TPOT_S = 0.03
-DEFAULT_CAPACITY = 16
 
 
 def predicted_timing(model: ModelConfig, stats: LiveStats, prompt_tokens: int
                      ) -> tuple[float, float]:
-    """(TTFT, TPOT) from live stats, else from the simulator's knobs, with queueing:
-    past the backend's batch capacity each waiting request adds a share of a
-    request's duration (tail latency explodes near saturation)."""
+    """(TTFT, TPOT) this request would see on ``model`` now.
+
+    TTFT = expected wait in the model's scheduler queue + (prefill backlog +
+    this prompt) / the prefill rate learned from real answers; TPOT follows
+    concurrency (``core.types.LiveStats``). Before any answer, the simulator's
+    knobs stand in for what is learned."""
     sim = model.simulate
-    capacity = sim.max_batch if sim else DEFAULT_CAPACITY
-    prefill = prompt_tokens / sim.prefill_tokens_per_s if sim else 0.0
-    ttft = max(stats.ttft_s or 0.0, prefill) or DEFAULT_TTFT_S
-    tpot = stats.tpot_s
-    if tpot is None:
-        tpot = sim.tpot_ms / 1000 * (1 + sim.batch_slowdown * stats.in_flight) if sim else (
-            DEFAULT_TPOT_S)
-    waiting = stats.in_flight - capacity + 1
-    if waiting > 0:
-        ttft += waiting / capacity * (ttft + tpot * DEFAULT_EXPECTED_OUTPUT)
-    return ttft, tpot
+    base_tpot = sim.tpot_ms / 1000 if sim else DEFAULT_TPOT_S
+    prefill = sim.prefill_tokens_per_s if sim else DEFAULT_PREFILL_TOKENS_PER_S
+    slot_s = (stats.ttft_s or 0.0) + (stats.tpot_s or base_tpot) * DEFAULT_EXPECTED_OUTPUT
+    return (stats.predicted_ttft_s(prompt_tokens, prefill, slot_s),
+            stats.predicted_tpot_s(base_tpot))
 
 
 def allowed(model: ModelConfig, caller: Caller, pool: str) -> bool:
@@ -70,6 +68,7 @@ class Router:
         self.auto_policy: Policy = get_policy(config.routing.auto_policy, config)
         self.encodings = {m.tokenizer for m in config.models}
         self._models = {m.name: m for m in config.models}   # a dict: looked up per request
+        self.slo = SLO.from_config(config)
 
     def needs_score(self, chat: ChatRequest) -> bool:
         """Classify only when it changes something: a routed request, or a
@@ -119,7 +118,8 @@ class Router:
                 "its output.", param="messages", code="context_length_exceeded")
         c = self._candidate(model, features, pool_rate(self.config, pool))
         return Decision(model=model.name, reason="requested", predicted_cost_usd=c.cost_usd,
-                        predicted_latency_s=c.latency_s)
+                        predicted_latency_s=c.latency_s, pool=pool,
+                        slo=None if self.slo.met(pool, c) else AT_RISK)
 
     def choose(self, chat: ChatRequest, caller: Caller, features: RequestFeatures,
                pool: str = "interactive", soft_limited: bool = False) -> Decision:
@@ -148,7 +148,7 @@ class Router:
         # A model whose breaker is open (or that asked us to back off) is not a
         # candidate, unless every model is out: then all are tried.
         healthy = [c for c in fitting if self._available(c.name)] or fitting
-        decision = self.auto_policy.choose(ctx, healthy)
+        decision = replace(self.auto_policy.choose(ctx, healthy), pool=pool)
         return climb(decision, healthy, self.config.escalation,
                      max_attempts=self.config.routing.max_attempts)
 

@@ -30,6 +30,7 @@ from gateway.auth import Caller, KeyRing
 from gateway.batch_runner import BatchService, open_batch_service
 from gateway.breaker import Breaker
 from gateway.routing import Router
+from gateway.scheduler import PoolScheduler, build_schedulers
 from gateway.telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ class AppState:
     batch: BatchService | None = None  # the Batch API (gateway/batch_runner.py)
     config_path: str | None = None
     replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    # Admission per model (gateway/scheduler.py), on the backends' LiveStats.
+    schedulers: dict[str, PoolScheduler] = field(default_factory=dict)
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -87,7 +90,9 @@ class AppState:
         await asyncio.to_thread(lambda: [counter_for(enc) for enc in router.encodings])
         data_dir = Path(config.data_dir)
         redis = await open_redis(config.effective_redis_url, data_dir)
+        schedulers = build_schedulers(config, {name: b.stats for name, b in backends.items()})
         state = cls(config=config, keyring=KeyRing.from_config(config), breakers=breakers,
+                    schedulers=schedulers,
                     backends=backends, router=router, telemetry=Telemetry(),
                     classifier=classifier, redis=redis, config_path=config_path)
         state.budget = BudgetStore(redis.client, config.budget, replica_id=state.replica_id,

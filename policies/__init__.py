@@ -8,13 +8,16 @@ from __future__ import annotations
 from core.config import GatewayConfig
 from policies.base import Candidate, Decision, Policy, PolicyFactory, RouteContext
 from policies.cheapest import CheapestPolicy
-from policies.cost_quality import CostQualityPolicy
+from policies.cost_quality import SLOAwarePolicy
 from policies.fixed import FixedPolicy
+from policies.quality import QualityPolicy
 
 POLICIES: dict[str, PolicyFactory] = {
     "cheapest": CheapestPolicy,
     "fixed": FixedPolicy,
-    "cost_quality": CostQualityPolicy,
+    "quality": QualityPolicy,          # cheapest meeting the quality target, latency ignored
+    "slo_aware": SLOAwarePolicy,       # ... and predicted to meet the pool's SLO
+    "cost_quality": SLOAwarePolicy,    # the earlier name of slo_aware
 }
 
 

@@ -54,6 +54,8 @@ class Decision:
     predicted_quality: float | None = None
     confidence: float | None = None
     fallbacks: tuple[str, ...] = field(default=())   # the ladder, set by the router
+    pool: str = "interactive"                        # set by the router; the scheduler's lane
+    slo: str | None = None     # "at-risk": predicted to miss its pool's SLO, best there was
 
 
 class Policy(Protocol):

@@ -1,63 +1,55 @@
-"""``cost_quality``: the cheapest candidate that will most likely answer correctly.
+"""``slo_aware`` (alias ``cost_quality``): the cheapest candidate that will most
+likely answer correctly and is predicted to meet its pool's SLO.
 
     P(correct | prompt, model): ``Candidate.p_correct``, computed by the router
-    choose the cheapest candidate with P >= quality target
-           (interactive pool: among those whose predicted latency meets the SLO first)
-    none qualifies -> the best value: argmax P - kappa * cost / max cost (policies/selection.py)
+    TTFT, TPOT: ``Candidate.ttft_s``, ``tpot_s``, predicted by the router from
+                the model's queue, prefill backlog and learned rates
+    1. the cheapest candidate meeting the quality target and the SLO
+    2. none: among those meeting the quality target, the best predicted
+       latency (the one missing the SLO by least)                 -> at-risk
+    3. no candidate meets the quality target: the best value among those
+       meeting the SLO (policies/selection.py), else among all    -> at-risk
+       when the choice misses the SLO
 
-Ties in cost go to the lower predicted latency. What to try next if this
-answer fails is the router's ladder (``gateway/ladder.py``), the same for every
-policy.
-Above a team's soft budget limit the target drops by
-``budget.soft_limit_quality_drop`` so the team moves to cheaper models.
+A saturated model thus gives way to the next cheapest one that still meets
+the target. Batch-pool requests have no TTFT SLO: for them this is the
+``quality`` policy. What to try next if this answer fails is the router's
+ladder (``gateway/ladder.py``), the same for every policy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from core.config import GatewayConfig
 from policies.base import Candidate, Decision, RouteContext
-from policies.selection import select
+from policies.quality import QualityPolicy, decide
+from policies.slo import AT_RISK, SLO
 
 
-class CostQualityPolicy:
-    name = "cost_quality"
+class SLOAwarePolicy(QualityPolicy):
+    name = "slo_aware"
 
     def __init__(self, config: GatewayConfig) -> None:
-        self.soft_drop = config.budget.soft_limit_quality_drop
-        self.kappa = config.routing.unreachable_price_weight
-        slo = config.pools.interactive
-        self.slo_ttft_s = slo.ttft_ms / 1000
-        self.slo_tpot_s = slo.tpot_ms / 1000
+        super().__init__(config)
+        self.slo = SLO.from_config(config)
 
     def meets_slo(self, ctx: RouteContext, c: Candidate) -> bool:
-        if ctx.pool != "interactive":
-            return True
-        return c.ttft_s <= self.slo_ttft_s and c.tpot_s <= self.slo_tpot_s
+        return self.slo.met(ctx.pool, c)
 
     def choose(self, ctx: RouteContext, candidates: list[Candidate]) -> Decision:
-        target = ctx.quality_target - (self.soft_drop if ctx.soft_limited else 0.0)
-        q = [c.p_correct for c in candidates]
-        # Interactive traffic first looks among models predicted to meet the SLO.
+        target = self.target(ctx)
         fast = [i for i, c in enumerate(candidates) if self.meets_slo(ctx, c)]
-        pick, met = self._select(candidates, q, target, fast) if fast else (0, False)
-        reason = "quality-met"
-        if not met:
-            pick, met = self._select(candidates, q, target, range(len(candidates)))
-            reason = "quality-met-slo-missed" if met else "quality-unreachable-best-value"
-        if ctx.soft_limited:
-            reason += ";soft-limit"
-        best = candidates[pick]
-        return Decision(
-            model=best.name, reason=reason, predicted_cost_usd=best.cost_usd,
-            predicted_latency_s=best.latency_s, predicted_quality=round(q[pick], 4),
-            confidence=None if ctx.confidence is None else round(ctx.confidence, 4),
-        )
+        if fast:
+            pick, met = self.select(candidates, target, fast)
+            if met:
+                return decide(ctx, candidates[pick], "quality-met")
+        good = [c for c in candidates if c.p_correct >= target]
+        if good:
+            best = min(good, key=lambda c: (self.slo.slack(c), c.cost_usd))
+            return decide(ctx, best, "quality-met-slo-missed", AT_RISK)
+        if fast:
+            return decide(ctx, candidates[pick], "quality-unreachable-best-value")
+        pick, _ = self.select(candidates, target, range(len(candidates)))
+        return decide(ctx, candidates[pick], "quality-unreachable-best-value", AT_RISK)
 
-    def _select(self, candidates: list[Candidate], q: list[float], target: float,
-                among: Sequence[int]) -> tuple[int, bool]:
-        idx = list(among)
-        i, met = select([q[j] for j in idx], [candidates[j].cost_usd for j in idx], target,
-                        kappa=self.kappa, tiebreak=[candidates[j].latency_s for j in idx])
-        return idx[i], met
+
+CostQualityPolicy = SLOAwarePolicy   # the name existing configs and imports use

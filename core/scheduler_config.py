@@ -1,0 +1,37 @@
+"""A model's ``scheduler:`` section: how many requests it runs at once, and how
+long the rest may queue (``gateway/scheduler.py``).
+
+    models:
+      - name: large
+        scheduler:
+          max_concurrency: 8        # per upstream replica; default simulate.max_batch, else 64
+          interactive_queue: 256    # waiting interactive requests, beyond which 429 at once
+          batch_queue: 4096
+          interactive_wait_s: 5     # longest an interactive request queues, then 503
+          batch_wait_s: 120
+          batch_reserve: 0.25       # share of the slots batch may never take
+          batch_backoff: 0.6        # batch waits once predicted interactive TTFT > 0.6 x SLO
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Without simulator knobs, a model runs as many requests as its transport has
+# connections (``TransportConfig.max_connections``): the gateway never queues
+# what the upstream connection pool would have let through.
+DEFAULT_MAX_CONCURRENCY = 64
+
+
+class SchedulerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    max_concurrency: int | None = Field(default=None, ge=1, le=100_000)
+    interactive_queue: int = Field(default=256, ge=0)
+    batch_queue: int = Field(default=4096, ge=0)
+    interactive_wait_s: float = Field(default=5.0, gt=0, le=3600)
+    batch_wait_s: float = Field(default=120.0, gt=0, le=86_400)
+    # Slots kept free of batch work, so an interactive arrival finds one at
+    # once instead of waiting for a batch answer to finish (seconds, not ms).
+    batch_reserve: float = Field(default=0.25, ge=0, lt=1)
+    batch_backoff: float = Field(default=0.6, gt=0, le=1)

@@ -1,0 +1,303 @@
+"""Admission per model: a concurrency limit, and a queue per pool.
+
+    scheduler = PoolScheduler(model_config, backend.stats, slo_ttft_s=0.45)
+    ticket = await scheduler.acquire("interactive", prompt_tokens=900, timeout=5.0)
+    try:
+        completion = await backend.complete(call)
+    except BaseException as exc:
+        scheduler.release(ticket, failed=exc)
+        raise
+    scheduler.release(ticket, ttft_s=completion.ttft_s)
+    # a stream holds its slot until it is closed:
+    stream = scheduler.holding(ticket, await backend.stream(call))
+
+Why the gateway queues at all: an upstream (vLLM, the simulator) queues what
+it cannot run, first come first served. Queueing here instead, in front of
+it, lets interactive requests go first and batch work fill what is left.
+
+The rules, in order:
+
+- At most ``model.max_concurrency`` requests run (``scheduler.max_concurrency``
+  per replica, default ``simulate.max_batch``, else 64).
+- Interactive is admitted first: a freed slot goes to the oldest interactive
+  waiter, and only then to batch.
+- Batch fills what is left, and backs off: never the last ``batch_reserve``
+  of the slots, never while an interactive request waits, and never when
+  the interactive TTFT predicted with this batch prompt admitted (queue wait
+  + prefill backlog ÷ the learned prefill rate) passes ``batch_backoff`` ×
+  the interactive SLO. An idle model admits batch work regardless, so it
+  always progresses.
+- A queue over its length is refused at once (429 ``queue_full``); a request
+  that waited its pool's ``*_wait_s`` (or the request's deadline) is refused
+  (503 ``queue_timeout``). Both carry ``retry-after``. Neither is retried on
+  another model: the router already steers away from queues it can see.
+
+The uncontended path is a few attribute checks and one small object: no
+task, no future. Counts a metrics exporter can read as plain attributes:
+``scheduler.active`` (all pools), ``scheduler.lanes[pool].in_flight`` and
+``scheduler.lanes[pool].queued``; the same totals are on ``LiveStats``
+(``admitted``, ``queued``, ``queued_batch``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING
+
+from core.config import GatewayConfig, ModelConfig
+from core.errors import GatewayError, RateLimited, ServiceUnavailable
+from core.types import LiveStats, Usage
+
+if TYPE_CHECKING:
+    from backends.base import ChunkStream, Completion
+    from backends.sse import SSEEvent
+
+DEFAULT_PREFILL_TOKENS_PER_S = 5000.0
+DEFAULT_BATCH_SLOWDOWN = 0.04
+
+
+class Ticket:
+    """One admitted request: what its release needs to learn from it."""
+
+    __slots__ = ("lane", "prompt_tokens", "ahead", "started", "released")
+
+    def __init__(self, lane: Lane, prompt_tokens: int, ahead: float, started: float) -> None:
+        self.lane = lane
+        self.prompt_tokens = prompt_tokens
+        self.ahead = ahead            # prefill backlog (tokens) this prompt joined
+        self.started = started
+        self.released = False
+
+
+class Waiter:
+    __slots__ = ("future", "prompt_tokens")
+
+    def __init__(self, future: asyncio.Future[Ticket], prompt_tokens: int) -> None:
+        self.future = future
+        self.prompt_tokens = prompt_tokens
+
+
+class Lane:
+    """One pool's share of a model: how many run, and who waits (FIFO)."""
+
+    __slots__ = ("pool", "in_flight", "queued", "max_queue", "wait_s", "waiters")
+
+    def __init__(self, pool: str, max_queue: int, wait_s: float) -> None:
+        self.pool = pool
+        self.in_flight = 0
+        self.queued = 0
+        self.max_queue = max_queue
+        self.wait_s = wait_s
+        self.waiters: deque[Waiter] = deque()
+
+
+class PoolScheduler:
+    def __init__(self, model: ModelConfig, stats: LiveStats, *, slo_ttft_s: float) -> None:
+        cfg = model.scheduler
+        self.name = model.name
+        self.stats = stats
+        self.max_concurrency = model.max_concurrency
+        self.active = 0
+        self.interactive = Lane("interactive", cfg.interactive_queue, cfg.interactive_wait_s)
+        self.batch = Lane("batch", cfg.batch_queue, cfg.batch_wait_s)
+        self.lanes = {"interactive": self.interactive, "batch": self.batch}
+        self.batch_limit = max(1, math.floor(self.max_concurrency * (1 - cfg.batch_reserve)))
+        self.backoff_ttft_s = cfg.batch_backoff * slo_ttft_s
+        sim = model.simulate
+        # Until the first answers teach it, the prefill rate is the simulator's
+        # knob (or a mid-size GPU's); it is learned online from then on.
+        self.default_prefill = sim.prefill_tokens_per_s if sim else DEFAULT_PREFILL_TOKENS_PER_S
+        stats.capacity = self.max_concurrency
+        stats.batch_slowdown = sim.batch_slowdown if sim else DEFAULT_BATCH_SLOWDOWN
+
+    async def acquire(self, pool: str, prompt_tokens: int, timeout: float) -> Ticket:
+        """A slot for one upstream call: at once if free, else after queueing.
+        Raises ``RateLimited`` (queue full) or ``ServiceUnavailable`` (waited too long)."""
+        lane = self.batch if pool == "batch" else self.interactive
+        if self.active < self.max_concurrency and self._may_start(lane, prompt_tokens):
+            return self._admit(lane, prompt_tokens)
+        return await self._wait(lane, prompt_tokens, min(timeout, lane.wait_s))
+
+    def _may_start(self, lane: Lane, prompt_tokens: int) -> bool:
+        if lane is self.interactive:
+            return not lane.waiters
+        return not self.interactive.waiters and not lane.waiters and self._batch_room(prompt_tokens)
+
+    def _batch_room(self, prompt_tokens: int) -> bool:
+        if self.active == 0:
+            return True
+        if self.batch.in_flight >= self.batch_limit:
+            return False
+        stats = self.stats
+        rate = stats.prefill_tokens_per_s or self.default_prefill
+        backlog = stats.backlog(rate, time.monotonic()) + prompt_tokens
+        return stats.queue_wait_s(0, 0.0) + backlog / rate < self.backoff_ttft_s
+
+    def _admit(self, lane: Lane, prompt_tokens: int) -> Ticket:
+        now = time.monotonic()
+        stats = self.stats
+        rate = stats.prefill_tokens_per_s or self.default_prefill
+        ahead = stats.add_backlog(prompt_tokens, rate, now)
+        self.active += 1
+        lane.in_flight += 1
+        stats.admitted = self.active
+        return Ticket(lane, prompt_tokens, ahead, now)
+
+    async def _wait(self, lane: Lane, prompt_tokens: int, timeout: float) -> Ticket:
+        if lane.queued >= lane.max_queue:
+            raise RateLimited(
+                f"Model {self.name} has {lane.queued} {lane.pool} requests queued, its limit; "
+                "try again shortly.", code="queue_full", headers=self._retry_after(lane))
+        waiter = Waiter(asyncio.get_running_loop().create_future(), prompt_tokens)
+        lane.waiters.append(waiter)
+        self._count_queues()
+        try:
+            async with asyncio.timeout(max(0.0, timeout)):
+                return await waiter.future
+        except BaseException as exc:
+            self._give_up(lane, waiter)
+            if isinstance(exc, TimeoutError):
+                raise ServiceUnavailable(
+                    f"Model {self.name} was busy: the request waited {timeout:.1f} s in the "
+                    f"{lane.pool} queue.", code="queue_timeout",
+                    headers=self._retry_after(lane)) from None
+            raise
+
+    def _give_up(self, lane: Lane, waiter: Waiter) -> None:
+        future = waiter.future
+        if future.done() and not future.cancelled():
+            # Granted just as the wait ended: pass the slot on.
+            self._free(future.result())
+            return
+        future.cancel()
+        try:
+            lane.waiters.remove(waiter)
+        except ValueError:
+            pass
+        self._count_queues()
+
+    def _retry_after(self, lane: Lane) -> dict[str, str]:
+        wait = self.stats.queue_wait_s(lane.queued, 1.0)
+        return {"retry-after": str(max(1, math.ceil(wait)))}
+
+    def _count_queues(self) -> None:
+        self.interactive.queued = len(self.interactive.waiters)
+        self.batch.queued = len(self.batch.waiters)
+        self.stats.queued = self.interactive.queued
+        self.stats.queued_batch = self.batch.queued
+
+    def release(self, ticket: Ticket, *, failed: BaseException | None = None,
+                ttft_s: float | None = None) -> None:
+        """Free the slot (once; later calls do nothing) and learn from the call."""
+        if ticket.released:
+            return
+        stats = self.stats
+        stats.observe_slot(time.monotonic() - ticket.started)
+        if failed is None:
+            stats.observe_outcome(True)
+            if ttft_s:
+                stats.observe_prefill(ticket.ahead + ticket.prompt_tokens, ttft_s)
+        elif _counts_as_failure(failed):
+            stats.observe_outcome(False)
+        self._free(ticket)
+
+    def _free(self, ticket: Ticket) -> None:
+        if ticket.released:
+            return
+        ticket.released = True
+        self.active -= 1
+        ticket.lane.in_flight -= 1
+        self.stats.admitted = self.active
+        if self.interactive.waiters or self.batch.waiters:
+            self._wake()
+
+    def _wake(self) -> None:
+        """Hand free slots to waiters: interactive first, then batch if it may."""
+        while self.active < self.max_concurrency:
+            lane = self.interactive if self.interactive.waiters else self.batch
+            if not lane.waiters:
+                break
+            waiter = lane.waiters[0]
+            if waiter.future.done():          # gave up; removed by its own task soon
+                lane.waiters.popleft()
+                continue
+            if lane is self.batch and not self._batch_room(waiter.prompt_tokens):
+                break
+            lane.waiters.popleft()
+            waiter.future.set_result(self._admit(lane, waiter.prompt_tokens))
+        self._count_queues()
+
+    def finished(self, ticket: Ticket, completion: Completion) -> Completion:
+        self.release(ticket, ttft_s=completion.ttft_s)
+        return completion
+
+    def holding(self, ticket: Ticket, stream: ChunkStream) -> ScheduledStream:
+        return ScheduledStream(self, ticket, stream)
+
+
+def _counts_as_failure(exc: BaseException) -> bool:
+    """The model's fault: a retryable upstream failure, not a client's bad
+    request or the client leaving."""
+    return isinstance(exc, GatewayError) and exc.retryable
+
+
+class ScheduledStream:
+    """A ``ChunkStream`` that holds its scheduler slot until it is closed."""
+
+    def __init__(self, scheduler: PoolScheduler, ticket: Ticket, stream: ChunkStream) -> None:
+        self._scheduler = scheduler
+        self._ticket = ticket
+        self._stream = stream
+        self._failed: BaseException | None = None
+
+    @property
+    def usage(self) -> Usage | None:
+        return self._stream.usage
+
+    @property
+    def ttft_s(self) -> float:
+        return self._stream.ttft_s
+
+    @property
+    def tpot_s(self) -> float | None:
+        return self._stream.tpot_s
+
+    @property
+    def buffered(self) -> bool:
+        return self._stream.buffered
+
+    async def __aiter__(self) -> AsyncIterator[SSEEvent]:
+        try:
+            async for event in self._stream:
+                yield event
+        except GatewayError as exc:
+            self._failed = exc
+            raise
+
+    async def aclose(self) -> None:
+        try:
+            await self._stream.aclose()
+        finally:
+            self._scheduler.release(self._ticket, failed=self._failed,
+                                    ttft_s=self._stream.ttft_s or None)
+
+    def __del__(self) -> None:
+        # A stream dropped unclosed (a response that failed before its first
+        # send, say) must not keep its slot for ever.
+        if not self._ticket.released:
+            try:
+                self._scheduler.release(self._ticket)
+            except RuntimeError:   # the event loop is gone: so is the scheduler
+                pass
+
+
+def build_schedulers(config: GatewayConfig, stats: Mapping[str, LiveStats]
+                     ) -> dict[str, PoolScheduler]:
+    """One scheduler per model, sharing the model's backend ``LiveStats``."""
+    slo_ttft_s = config.pools.interactive.ttft_ms / 1000
+    return {m.name: PoolScheduler(m, stats[m.name], slo_ttft_s=slo_ttft_s)
+            for m in config.models}
