@@ -72,6 +72,9 @@ class SimEngine:
 
     def _output_tokens(self, payload: dict[str, Any]) -> int:
         limit = payload.get("max_completion_tokens") or payload.get("max_tokens")
+        if limit and payload.get("ignore_eos"):
+            # vLLM's extension: generate exactly max_tokens (trace replays use it).
+            return int(limit)
         mean = self.config.output_tokens_mean
         n = max(1, int(self._rng.lognormvariate(math.log(mean), 0.5)))
         return min(n, int(limit)) if limit else n

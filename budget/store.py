@@ -191,11 +191,13 @@ class BudgetStore:
 
         ``model`` is the model that answered, for the ledger (a fallback's
         answer is not filed under the first choice); default the reserved one.
+        ``RELEASE_ONLY`` ("") frees the hold and records nothing, so the same
+        request id can still be billed later (a batch line run again).
         Shielded: a client that disconnects while we settle must not cancel
         the billing of what the upstream already generated.
         """
         await asyncio.shield(self._settle(reservation, input_tokens, output_tokens, cost_nanousd,
-                                          model or reservation.model))
+                                          reservation.model if model is None else model))
 
     async def _settle(self, res: Reservation, input_tokens: int, output_tokens: int, cost: int,
                       model: str) -> None:

@@ -224,6 +224,18 @@ class MetricsConfig(Strict):
     # Off by default, for a scraper on a private network; /metrics shows team
     # names and spend, so turn it on wherever clients can reach the port.
     require_admin_key: bool = False
+    # Off only to measure what metrics cost (loadtest's routegate-nolog target).
+    enabled: bool = True
+
+
+class LoggingConfig(Strict):
+    """The request log (gateway/request_log.py): one ``request.completed`` event per request."""
+
+    requests: bool = True       # at log level info; off only to measure what logging costs
+    prompts: bool = False       # the request's messages too: opt in, they may hold personal data
+    file: bool = True           # JSON lines in data_dir/logs/requests.jsonl (routegate report)
+    file_max_mb: float = Field(default=64, gt=0)
+    file_backups: int = Field(default=3, ge=0)
 
 
 class GatewayConfig(Strict):
@@ -240,6 +252,7 @@ class GatewayConfig(Strict):
     data_dir: str = ".routegate"
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     metrics: MetricsConfig = MetricsConfig()
+    logging: LoggingConfig = LoggingConfig()
 
     @model_validator(mode="after")
     def _cross_references(self) -> GatewayConfig:

@@ -68,7 +68,8 @@ def line_runner(gw: AppState) -> Any:
         if caller is None:
             exc = AuthenticationFailed("The API key that created this batch no longer exists.")
             return exc.status_code, exc.to_dict()
-        status, raw = await run_chat_line(gw, caller, body, pool="batch")
+        # The line's stable id: a line run again after a crash settles as a duplicate.
+        status, raw = await run_chat_line(gw, caller, body, pool="batch", request_id=line_id)
         return status, orjson.loads(raw)
 
     return run_line

@@ -76,7 +76,8 @@ async def call_with_fallback(
         model = attempts.model = gw.models[name]
         call = UpstreamCall(request_id, upstream_payload(chat, model, check),
                             features.prompt_tokens(model.tokenizer),
-                            gw.router.predicted_quality(model, features))
+                            gw.router.predicted_quality(model, features),
+                            chat.trace.upstream_headers(request_id))
         try:
             result = await _attempt(gw, chat, model, call, check, deadline, decision.pool)
         except GatewayError as exc:

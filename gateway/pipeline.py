@@ -72,7 +72,8 @@ async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
         o.team, o.key = caller.team.name, caller.key_id
         o.pool = pool or request_pool(caller, headers)
         chat = parse_chat_request(await read_body(), headers)
-        o.stream = chat.stream
+        o.stream, o.trace_id = chat.stream, chat.trace.trace_id
+        o.prompt = chat.messages if gw.config.logging.prompts else None
         await _serve(gw, out, o, caller, chat, attempts, bill)
     except ClientGone:
         o.status, o.error_code = 499, "client_closed_request"
@@ -85,6 +86,7 @@ async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
         await _fail(out, o, INTERNAL)
     finally:
         o.attempts, o.escalations = attempts.count, attempts.escalations or None
+        o.fallbacks = attempts.fallback_reasons or None
         o.latency_s = time.perf_counter() - started
         await settle(gw, o, attempts, bill)
         gw.telemetry.request_completed(o)
@@ -98,6 +100,7 @@ async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat:
     decision = gw.router.choose(chat, caller, features, pool=o.pool,
                                 soft_limited=gw.soft_limited(caller))
     o.reason, o.predicted_quality = decision.reason, decision.predicted_quality
+    o.classify_s = features.classify_s
     o.confidence, o.slo = decision.confidence, decision.slo
     bill.rate = pool_rate(gw.config, o.pool)
     check = AnswerCheck.for_request(gw.config.escalation, chat)

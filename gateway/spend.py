@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from budget.journal import RELEASE_ONLY
 from budget.reservation import Reservation
 from core.config import ModelConfig
 from core.types import Usage
@@ -74,6 +75,12 @@ async def settle_budget(gw: AppState, reservation: Reservation, model: ModelConf
     if attempt:
         reservation = replace(reservation, request_id=f"{reservation.request_id}.{attempt}",
                               amount=0, tokens=0)
-    await gw.budget.settle(reservation, input_tokens=usage.prompt_tokens if usage else 0,
-                           output_tokens=usage.completion_tokens if usage else 0,
-                           cost_nanousd=cost, model=model.name if model else None)
+    if usage is None:
+        # Nothing was generated: free the hold without marking the id settled,
+        # so work that runs again under the same id (a batch line) is billed then.
+        await gw.budget.settle(reservation, input_tokens=0, output_tokens=0, cost_nanousd=0,
+                               model=RELEASE_ONLY)
+        return
+    await gw.budget.settle(reservation, input_tokens=usage.prompt_tokens,
+                           output_tokens=usage.completion_tokens, cost_nanousd=cost,
+                           model=model.name if model else None)

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import os
 
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from prometheus_client import REGISTRY, generate_latest
 
-from budget.journal import QUARANTINED_METRIC
 from gateway.deps import require_admin
 from gateway.ids import response_request_id
 from gateway.state import AppState
-from gateway.telemetry import MULTIPROC_ENV
 
 router = APIRouter()
 
@@ -58,9 +54,5 @@ async def metrics(request: Request) -> Response:
     gw: AppState = request.app.state.gw
     if gw.config.metrics.require_admin_key:
         require_admin(request)
-    body = gw.telemetry.render()
-    if not os.environ.get(MULTIPROC_ENV):
-        # The budget journal's counter is on the default registry; with
-        # workers, telemetry's multiprocess collector already sums it.
-        body += generate_latest(REGISTRY.restricted_registry([QUARANTINED_METRIC]))
-    return Response(body, media_type="text/plain; version=0.0.4")
+    live = await gw.telemetry.live.sample(gw)
+    return Response(gw.telemetry.render(live), media_type="text/plain; version=0.0.4")

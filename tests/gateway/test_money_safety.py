@@ -167,11 +167,12 @@ def test_a_stream_without_done_ends_with_an_error_event(money_gateway: Gateway) 
 def test_deeply_nested_json_is_a_400(money_gateway: Gateway) -> None:
     deep = "[" * 1000 + '"x"' + "]" * 1000          # json.dumps itself would recurse too deep
     hello = '[{"role": "user", "content": "hi"}]'
-    for body in ('{"model": "auto", "messages": [{"role": "user", "content": %s}]}' % deep,
-                 '{"model": "fast", "messages": %s, "metadata_x": %s}' % (hello, deep),
-                 '{"model": "fast", "messages": %s, "metadata_x": %s}' % (
-                     hello, "[" * 300 + "1" + "]" * 300),
-                 '{"model": "auto", "messages": [{"role": "user", "content": {"a": %s}}]}' % deep):
+    bodies = ['{"model": "auto", "messages": [{"role": "user", "content": ' + deep + "}]}",
+              '{"model": "fast", "messages": ' + hello + ', "metadata_x": ' + deep + "}",
+              '{"model": "fast", "messages": ' + hello + ', "metadata_x": '
+              + "[" * 300 + "1" + "]" * 300 + "}",
+              '{"model": "auto", "messages": [{"role": "user", "content": {"a": ' + deep + "}}]}"]
+    for body in bodies:
         r = httpx.post(money_gateway.base_url + "/chat/completions", content=body.encode(),
                        headers={**AUTH, "content-type": "application/json"}, timeout=30)
         assert r.status_code == 400, r.text

@@ -1,0 +1,214 @@
+"""Issue 9: a verified cascade. Bad answers climb the ladder, failures fall back,
+the client only ever sees a usable answer, and every attempt is billed."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import openai
+import pytest
+
+from budget.pricing import cost_nanousd
+from tests.support import TEST_KEY, Gateway, base_config, run_gateway
+
+AUTH = {"authorization": f"Bearer {TEST_KEY}"}
+ASK = [{"role": "user", "content": "Give me the weather in Oslo as JSON."}]
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "temp": {"type": "number"}},
+          "required": ["city", "temp"], "additionalProperties": False}
+WEATHER = {"type": "function", "function": {"name": "weather", "parameters": SCHEMA}}
+PRICES = {"small": (0.1, 0.2), "medium": (1.0, 2.0), "large": (5.0, 10.0)}
+
+
+def sim_model(name: str, ability: float, **simulate: object) -> dict:
+    price_in, price_out = PRICES[name]
+    return {"name": name, "backend": "simulated", "ability": ability,
+            "price": {"input_per_mtok": price_in, "output_per_mtok": price_out},
+            "simulate": {"tpot_ms": 1, "prefill_tokens_per_s": 1_000_000, "seed": 7,
+                         "output_tokens_mean": 12, **simulate}}
+
+
+def cascade_config(sim_url: str, **small: object) -> dict:
+    config = base_config(sim_url, routing={"auto_policy": "cheapest"})
+    config["models"] += [sim_model("small", 0.5, **small), sim_model("medium", 0.7),
+                         sim_model("large", 0.9)]
+    config["teams"][0]["allowed_models"] = ["small", "medium", "large"]
+    return config
+
+
+@pytest.fixture(scope="module")
+def cascade(sim_url: str):
+    config = cascade_config(sim_url, invalid_json_rate=1.0, invalid_tool_args_rate=1.0,
+                            logprob_mean=-3.0)
+    with run_gateway(config) as gw:
+        yield gw
+
+
+def post(gw: Gateway, body: dict) -> httpx.Response:
+    return httpx.post(gw.base_url + "/chat/completions", json={"model": "auto", **body},
+                      headers=AUTH, timeout=30)
+
+
+def ledger(gw: Gateway) -> dict[str, dict]:
+    r = httpx.get(gw.base_url + "/usage", headers=AUTH)
+    return {row["model"]: row for row in r.json()["ledger"]}
+
+
+def test_invalid_json_climbs_one_rung_and_bills_both(cascade: Gateway) -> None:
+    before = ledger(cascade)
+    r = post(cascade, {"messages": ASK, "response_format": {"type": "json_object"}})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-routegate-model"] == "medium"
+    assert r.headers["x-routegate-attempts"] == "small:truncated,medium:ok"
+    assert isinstance(json.loads(r.json()["choices"][0]["message"]["content"]), dict)
+    after = ledger(cascade)
+    for model in ("small", "medium"):
+        assert after[model]["requests"] == before.get(model, {}).get("requests", 0) + 1
+    spent = sum(after[m]["cost_nanousd"] - before.get(m, {}).get("cost_nanousd", 0)
+                for m in after)
+    u = r.json()["usage"]
+    assert spent > cost_nanousd(u["prompt_tokens"], u["completion_tokens"], *PRICES["medium"])
+
+
+def test_the_spend_is_the_sum_of_every_attempt(cascade: Gateway) -> None:
+    r = httpx.get(cascade.base_url + "/usage", headers=AUTH).json()
+    rows = r["ledger"]
+    assert r["spent_today_nanousd"] == sum(row["cost_nanousd"] for row in rows)
+
+
+def test_a_schema_violation_climbs(sim_url: str) -> None:
+    config = cascade_config(sim_url)
+    # echo answers with the request itself: valid JSON, the wrong shape.
+    config["models"] += [{"name": "echoer", "backend": "openai_compat", "base_url": sim_url,
+                          "upstream_model": "echo", "ability": 0.5,
+                          "price": {"input_per_mtok": 0.01, "output_per_mtok": 0.01}}]
+    config["teams"][0]["allowed_models"] = ["echoer", "medium"]
+    fmt = {"type": "json_schema", "json_schema": {"name": "w", "schema": SCHEMA, "strict": True}}
+    with run_gateway(config) as gw:
+        r = post(gw, {"messages": ASK, "response_format": fmt})
+        assert r.status_code == 200, r.text
+        assert r.headers["x-routegate-attempts"] == "echoer:schema_violation,medium:ok"
+        content = json.loads(r.json()["choices"][0]["message"]["content"])
+        assert set(content) == {"city", "temp"}
+
+
+def test_invalid_tool_arguments_climb(cascade: Gateway) -> None:
+    r = post(cascade, {"messages": ASK, "tools": [WEATHER], "tool_choice": "required"})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-routegate-attempts"] == "small:invalid_tool_call,medium:ok"
+    call = r.json()["choices"][0]["message"]["tool_calls"][0]
+    assert json.loads(call["function"]["arguments"])["city"]
+
+
+def test_low_logprob_climbs_and_logprobs_are_stripped(sim_url: str) -> None:
+    config = cascade_config(sim_url, logprob_mean=-3.0)
+    config["escalation"] = {"min_logprob": -1.0}
+    with run_gateway(config) as gw:
+        r = post(gw, {"messages": ASK})
+        assert r.status_code == 200, r.text
+        assert r.headers["x-routegate-attempts"] == "small:low_logprob,medium:ok"
+        assert r.json()["choices"][0]["logprobs"] is None      # the client did not ask
+        r = post(gw, {"messages": ASK, "logprobs": True})
+        assert r.json()["choices"][0]["logprobs"]["content"]
+
+
+def test_low_confidence_starts_one_rung_up(sim_url: str) -> None:
+    config = cascade_config(sim_url)
+    config["escalation"] = {"min_confidence": 0.999}
+    with run_gateway(config) as gw:
+        r = post(gw, {"messages": ASK})
+        assert r.status_code == 200, r.text
+        assert r.headers["x-routegate-reason"] == "low_confidence"
+        assert r.headers["x-routegate-model"] == "medium"
+
+
+@pytest.mark.parametrize("stream_mode", ["buffer", "passthrough"])
+def test_structured_streams(sim_url: str, stream_mode: str) -> None:
+    config = cascade_config(sim_url, invalid_json_rate=1.0)
+    config["escalation"] = {"stream_mode": stream_mode}
+    with run_gateway(config) as gw:
+        client = openai.OpenAI(base_url=gw.base_url, api_key=TEST_KEY, max_retries=0)
+        raw = client.chat.completions.with_raw_response.create(
+            model="auto", messages=ASK, stream=True, response_format={"type": "json_object"})
+        text = "".join(c.choices[0].delta.content or "" for c in raw.parse() if c.choices)
+        if stream_mode == "buffer":
+            assert raw.headers["x-routegate-model"] == "medium"
+            assert isinstance(json.loads(text), dict)
+        else:       # passthrough: streamed at once, never escalated after the first byte
+            assert raw.headers["x-routegate-model"] == "small"
+
+
+def test_plain_text_streams_are_never_held(cascade: Gateway) -> None:
+    client = openai.OpenAI(base_url=cascade.base_url, api_key=TEST_KEY, max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(model="auto", messages=ASK,
+                                                           stream=True)
+    assert raw.headers["x-routegate-model"] == "small"
+    assert "".join(c.choices[0].delta.content or "" for c in raw.parse() if c.choices)
+
+
+def test_upstream_failures_fall_back(sim_url: str) -> None:
+    config = cascade_config(sim_url)
+    config["models"] += [{**sim_model("small", 0.4), "name": "flaky5xx",
+                          "simulate": {"error_rate": 1.0}}]
+    config["teams"][0]["allowed_models"] = ["flaky5xx", "medium"]
+    with run_gateway(config) as gw:
+        r = post(gw, {"messages": ASK})
+        assert r.status_code == 200
+        assert r.headers["x-routegate-attempts"] == "flaky5xx:upstream_error,medium:ok"
+
+
+def test_a_429_rests_the_model_until_retry_after(sim_url: str) -> None:
+    config = cascade_config(sim_url)
+    config["models"] += [{"name": "limited", "backend": "openai_compat", "base_url": sim_url,
+                          "upstream_model": "status-429", "ability": 0.5,
+                          "price": {"input_per_mtok": 0.01, "output_per_mtok": 0.01}}]
+    config["teams"][0]["allowed_models"] = ["limited", "medium"]
+    with run_gateway(config) as gw:
+        first = post(gw, {"messages": ASK})
+        assert first.headers["x-routegate-attempts"] == "limited:rate_limit_exceeded,medium:ok"
+        second = post(gw, {"messages": ASK})    # within the upstream's retry-after of 7 s
+        assert second.headers["x-routegate-model"] == "medium"
+        assert "x-routegate-attempts" not in second.headers
+
+
+def test_the_breaker_opens_probes_and_closes(sim_url: str) -> None:
+    config = cascade_config(sim_url)
+    config["models"] += [{"name": "shaky", "backend": "openai_compat", "base_url": sim_url,
+                          "upstream_model": "error", "ability": 0.5,
+                          "price": {"input_per_mtok": 0.01, "output_per_mtok": 0.01}}]
+    config["teams"][0]["allowed_models"] = ["shaky", "medium"]
+    config["breaker"] = {"consecutive_failures": 2, "cooldown_s": 1.0}
+    stats_url = sim_url.removesuffix("/v1") + "/sim/stats"
+    with run_gateway(config) as gw:
+        hits = httpx.get(stats_url).json()["error"]["requests"]
+        for _ in range(2):
+            assert post(gw, {"messages": ASK}).headers["x-routegate-model"] == "medium"
+        assert httpx.get(stats_url).json()["error"]["requests"] == hits + 2
+        for _ in range(3):      # open: shaky is not even tried
+            r = post(gw, {"messages": ASK})
+            assert "x-routegate-attempts" not in r.headers
+        assert httpx.get(stats_url).json()["error"]["requests"] == hits + 2
+        ready = httpx.get(gw.url + "/readyz").json()
+        assert ready["breakers"]["shaky"] == "open"
+        time.sleep(1.2)         # cooldown over: one probe goes through, fails, reopens
+        r = post(gw, {"messages": ASK})
+        assert r.headers["x-routegate-attempts"] == "shaky:upstream_error,medium:ok"
+        assert httpx.get(gw.url + "/readyz").json()["breakers"]["shaky"] == "open"
+
+
+def test_a_stream_that_breaks_after_the_first_byte_ends_in_an_error(gateway: Gateway) -> None:
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=TEST_KEY, max_retries=0)
+    received = 0
+    for _ in range(5):      # the simulator drops at a random token; find a drop after one
+        before = ledger(gateway).get("drops", {}).get("output_tokens", 0)
+        received = 0
+        with pytest.raises(openai.APIError, match="broke off the stream"):
+            for chunk in client.chat.completions.create(model="drops", messages=ASK,
+                                                        stream=True, max_tokens=40):
+                received += bool(chunk.choices and chunk.choices[0].delta.content)
+        if received:
+            break
+    assert received, "the simulator never dropped after the first token"
+    billed = ledger(gateway)["drops"]["output_tokens"] - before
+    assert billed >= received            # what reached the client is billed
