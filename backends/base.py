@@ -32,6 +32,7 @@ class UpstreamCall:
     payload: dict[str, Any]
     prompt_tokens: int
     p_correct: float | None = None   # the router's prediction; the simulator draws from it
+    headers: bytes = b""           # extra header lines, e.g. x-request-id and traceparent
 
 
 @dataclass(slots=True)

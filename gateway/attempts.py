@@ -46,6 +46,12 @@ class Attempts:
         """Attempts whose output was generated (and so is billed) but not delivered."""
         return [a for a in self.tried if a.usage is not None or a.answer is not None or a.chunks]
 
+    @property
+    def fallback_reasons(self) -> list[str]:
+        """Why attempts failed before another one was made (error codes, not refusals)."""
+        return [a.outcome for a in self.tried[:-1]
+                if a.outcome != "ok" and a.outcome not in self.escalations]
+
     def header(self) -> str:
         return ",".join(f"{a.model.name}:{a.outcome}" for a in self.tried)
 

@@ -11,6 +11,7 @@ never stalls the event loop for other requests.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ class RequestFeatures:
     expected_output_tokens: int
     score: PromptScore | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    classify_s: float | None = None      # time in the classifier (a metric)
 
     def prompt_tokens(self, encoding: str) -> int:
         return self.token_counts[encoding]
@@ -48,12 +50,14 @@ def _approx_chars(messages: list[dict[str, Any]]) -> int:
 def _measure_sync(chat: ChatRequest, encodings: set[str],
                   classifier: ComplexityModel | None) -> RequestFeatures:
     counts = {enc: counter_for(enc).count_messages(chat.messages) for enc in encodings}
-    score = None
+    score, spent = None, None
     if classifier is not None:
+        started = time.perf_counter()
         score = classifier.score_messages(chat.messages, has_tools=chat.has_tools,
                                           has_response_format=chat.has_response_format)
+        spent = time.perf_counter() - started
     expected = chat.max_tokens or DEFAULT_EXPECTED_OUTPUT
-    return RequestFeatures(counts, expected, score)
+    return RequestFeatures(counts, expected, score, classify_s=spent)
 
 
 async def measure(chat: ChatRequest, encodings: set[str],

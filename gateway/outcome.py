@@ -37,6 +37,11 @@ class Outcome:
     confidence: float | None = None
     budget: str | None = None
     slo: str | None = None               # "at-risk": the chosen model was predicted to miss the SLO
+    # issue 13 (request log and metrics)
+    trace_id: str | None = None          # W3C trace id, sent upstream in traceparent
+    fallbacks: list[str] | None = None   # error codes of attempts that fell back to another model
+    classify_s: float | None = None      # time in the complexity classifier
+    prompt: list | None = None           # the messages; logged only with logging.prompts
 
     def response_headers(self) -> dict[str, str]:
         headers = {"x-request-id": self.client_request_id or self.request_id,

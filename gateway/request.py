@@ -10,12 +10,13 @@ untouched. Errors carry ``param`` like OpenAI's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from core.errors import InvalidRequest, MalformedJSON
+from gateway.tracing import TraceContext
 
 AUTO = "auto"
 QUALITY_HEADER = "x-routegate-quality"
@@ -32,6 +33,8 @@ class ChatRequest:
     quality: float | None         # per-request quality target override
     has_tools: bool
     has_response_format: bool
+    # ids sent upstream and logged (x-request-id, traceparent)
+    trace: TraceContext = field(default_factory=lambda: TraceContext.from_headers({}))
 
     @property
     def routed(self) -> bool:
@@ -111,4 +114,5 @@ def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
         include_usage=bool(options.get("include_usage")), max_tokens=max_tokens,
         quality=quality, has_tools=bool(tools),
         has_response_format=bool(response_format) and response_format.get("type") != "text",
+        trace=TraceContext.from_headers(headers),
     )

@@ -93,7 +93,7 @@ class AppState:
         schedulers = build_schedulers(config, {name: b.stats for name, b in backends.items()})
         state = cls(config=config, keyring=KeyRing.from_config(config), breakers=breakers,
                     schedulers=schedulers,
-                    backends=backends, router=router, telemetry=Telemetry(),
+                    backends=backends, router=router, telemetry=Telemetry.start(config),
                     classifier=classifier, redis=redis, config_path=config_path)
         state.budget = BudgetStore(redis.client, config.budget, replica_id=state.replica_id,
                                    data_dir=data_dir, scripts_client=redis.scripts)

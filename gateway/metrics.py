@@ -1,0 +1,196 @@
+"""The Prometheus metrics: counted from each request's ``Outcome``, plus live gauges.
+
+    metrics = Metrics(config)
+    metrics.observe(outcome)                  # per request, a few increments
+    body = metrics.render(live)               # GET /metrics (live: gateway/live.py)
+
+Per request (counters and histograms; with ``routegate serve --workers N`` every
+worker counts into files under ``PROMETHEUS_MULTIPROC_DIR`` and a scrape sums
+them all):
+
+    routegate_requests_total{team,pool,model,reason,status}
+    routegate_request_duration_seconds{pool,model}     end to end (histogram)
+    routegate_ttft_seconds{pool,model}                 time to first token
+    routegate_itl_seconds{pool,model}                  mean inter-token latency of a stream
+    routegate_queue_wait_seconds{pool,model}           waiting in the scheduler
+    routegate_classifier_seconds                       complexity classifier
+    routegate_slo_requests_total{pool,model,result}    interactive TTFT within pools.interactive
+    routegate_tokens_total{team,model,kind}            kind: prompt | completion
+    routegate_cost_usd_total{team,model}
+    routegate_energy_joules_total{team,model}
+    routegate_escalations_total{pool,reason}
+    routegate_fallbacks_total{pool,reason}
+    routegate_usage_anomalies_total{model,kind}
+
+Live, as this worker sees them at the scrape (gauges):
+
+    routegate_breaker_state{model}                     0 closed, 1 open, 2 half-open
+    routegate_in_flight{model}; routegate_queue_depth{model,pool}
+    routegate_budget_remaining_usd{team}               hard limit left, as last seen, no Redis call
+    routegate_batch_lines{state}                       active batches (one bounded read)
+    routegate_budget_journal_quarantined_total
+
+No label is per key or per request: teams, models, pools, reasons and statuses
+are all bounded by the config and the code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from budget.journal import QUARANTINED_METRIC
+from core.config import GatewayConfig
+from gateway.live import LiveFigures
+from gateway.outcome import Outcome
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"   # read by prometheus_client at import
+
+# From 10 ms (a cached or tiny answer) to 120 s (a long generation).
+LLM_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.35, 0.5, 0.75, 1, 1.5, 2.5, 5,
+               10, 20, 30, 60, 120)
+
+
+class Metrics:
+    def __init__(self, config: GatewayConfig) -> None:
+        self.registry = r = CollectorRegistry()
+        self.slo_ttft_s = config.pools.interactive.ttft_ms / 1000
+
+        def hist(name: str, doc: str, labels: list[str]) -> Histogram:
+            return Histogram(name, doc, labels, buckets=LLM_BUCKETS, registry=r)
+
+        def count(name: str, doc: str, labels: list[str]) -> Counter:
+            return Counter(name, doc, labels, registry=r)
+
+        self.requests = count("routegate_requests", "Requests by outcome",
+                              ["team", "pool", "model", "reason", "status"])
+        self.e2e = hist("routegate_request_duration_seconds", "End to end", ["pool", "model"])
+        self.ttft = hist("routegate_ttft_seconds", "Time to first token", ["pool", "model"])
+        self.itl = hist("routegate_itl_seconds", "Mean inter-token latency of a stream",
+                        ["pool", "model"])
+        self.queue = hist("routegate_queue_wait_seconds", "Time queued before the upstream call",
+                          ["pool", "model"])
+        self.classifier = hist("routegate_classifier_seconds", "Complexity classifier", [])
+        self.slo = count("routegate_slo_requests", "Interactive requests by TTFT SLO result",
+                         ["pool", "model", "result"])
+        self.tokens = count("routegate_tokens", "Tokens", ["team", "model", "kind"])
+        self.cost = count("routegate_cost_usd", "Spend in USD", ["team", "model"])
+        self.energy = count("routegate_energy_joules", "Estimated energy", ["team", "model"])
+        self.escalations = count("routegate_escalations", "Escalations by reason",
+                                 ["pool", "reason"])
+        self.fallbacks = count("routegate_fallbacks", "Fallbacks after a failed attempt",
+                               ["pool", "reason"])
+        self.usage_anomalies = count(
+            "routegate_usage_anomalies", "Upstream usage corrected before billing (negative "
+            "counts, completion tokens over the reservation)", ["model", "kind"])
+        self._children: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+    def _series(self, o: Outcome) -> tuple[Any, ...]:
+        """The labelled children of one request's labels, looked up once."""
+        team, model = o.team or "-", o.model or "-"
+        key = (team, o.pool, model, o.reason, o.status)
+        series = self._children.get(key)
+        if series is None:
+            pm = (o.pool, model)
+            series = self._children[key] = (
+                self.requests.labels(team, o.pool, model, o.reason or "-", str(o.status)),
+                self.e2e.labels(*pm), self.ttft.labels(*pm), self.itl.labels(*pm),
+                self.tokens.labels(team, model, "prompt"),
+                self.tokens.labels(team, model, "completion"),
+                self.cost.labels(team, model), self.energy.labels(team, model))
+        return series
+
+    def observe(self, o: Outcome) -> None:
+        requests, e2e, ttft, itl, prompt, completion, cost, energy = self._series(o)
+        requests.inc()
+        e2e.observe(o.latency_s)
+        if o.ttft_s is not None:
+            ttft.observe(o.ttft_s)
+            if o.pool == "interactive" and o.status == 200:
+                met = "met" if o.ttft_s <= self.slo_ttft_s else "missed"
+                self.slo.labels(o.pool, o.model or "-", met).inc()
+        if o.tpot_s is not None:
+            itl.observe(o.tpot_s)
+        queue_wait = getattr(o, "queue_wait_s", None)   # set by the scheduler, when there is one
+        if queue_wait is not None:
+            self.queue.labels(o.pool, o.model or "-").observe(queue_wait)
+        if o.classify_s is not None:
+            self.classifier.observe(o.classify_s)
+        if o.prompt_tokens or o.completion_tokens:
+            prompt.inc(o.prompt_tokens)
+            completion.inc(o.completion_tokens)
+            cost.inc(o.cost_usd)
+        if o.energy_j:
+            energy.inc(o.energy_j)
+        for reason in o.escalations or ():
+            self.escalations.labels(o.pool, reason).inc()
+        for reason in o.fallbacks or ():
+            self.fallbacks.labels(o.pool, reason).inc()
+        if o.usage_anomaly is not None:
+            self.usage_anomalies.labels(o.model or "-", o.usage_anomaly).inc()
+
+    def collect(self) -> Iterable[Metric]:
+        """The counted families, summed over all workers when there are several."""
+        if os.environ.get(MULTIPROC_ENV):
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry)
+            return registry.collect()
+        # One process: the journal's counter lives on the default registry.
+        return [*self.registry.collect(),
+                *REGISTRY.restricted_registry([QUARANTINED_METRIC]).collect()]
+
+    def render(self, live: LiveFigures | None = None) -> bytes:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Families(self.collect()))
+        if live is not None:
+            registry.register(_Families(live_families(live)))
+        return generate_latest(registry)
+
+
+class _Families:
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families
+
+
+def live_families(live: LiveFigures) -> Iterator[Metric]:
+    breaker = GaugeMetricFamily("routegate_breaker_state",
+                                "Circuit breaker: 0 closed, 1 open, 2 half-open", labels=["model"])
+    in_flight = GaugeMetricFamily("routegate_in_flight", "Upstream calls open",
+                                  labels=["model"])
+    queued = GaugeMetricFamily("routegate_queue_depth", "Requests waiting in the scheduler",
+                               labels=["model", "pool"])
+    for m in live.models:
+        breaker.add_metric([m.model], m.breaker_code)
+        in_flight.add_metric([m.model], m.in_flight)
+        for pool, depth in m.queued.items():
+            queued.add_metric([m.model, pool], depth)
+    budget = GaugeMetricFamily("routegate_budget_remaining_usd",
+                               "Hard budget left as this worker last saw it",
+                               labels=["team"])
+    for t in live.teams:
+        if t.remaining_usd is not None:
+            budget.add_metric([t.team], t.remaining_usd)
+    lines = GaugeMetricFamily("routegate_batch_lines", "Lines of active batches by state",
+                              labels=["state"])
+    for state, n in live.batch_lines().items():
+        lines.add_metric([state], n)
+    yield from (breaker, in_flight, queued, budget, lines)
+
+
+def fresh_metrics_dir(data_dir: str) -> Path:
+    """An empty directory for the workers' metric files (a restart starts from zero,
+    as a single process does)."""
+    path = Path(data_dir) / "metrics"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
