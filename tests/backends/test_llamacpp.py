@@ -145,3 +145,36 @@ def test_auto_routes_to_the_only_model(client: openai.OpenAI) -> None:
         max_tokens=MAX_TOKENS)
     assert raw.headers["x-routegate-model"] == "gemma"
     assert raw.parse().usage.completion_tokens > 0
+
+
+def test_truncated_json_from_the_real_model_escalates(llamacpp_url: str) -> None:
+    """The tiny base model runs JSON mode on to max_tokens: truncated, invalid
+    JSON. Routed first to it (the cheapest), the request climbs to the next
+    model and the client gets a valid JSON object; both attempts are billed."""
+    config = {
+        "models": [
+            {"name": "gemma", "backend": "openai_compat", "base_url": llamacpp_url,
+             "upstream_model": "gemma-3-270m", "context_window": 2048, "ability": 0.4,
+             "max_output_tokens": 512, "price": {"input_per_mtok": 0.01, "output_per_mtok": 0.02},
+             "timeouts": {"first_byte_s": 120, "total_s": 120}},
+            {"name": "sim-medium", "backend": "simulated", "ability": 0.7,
+             "price": {"input_per_mtok": 1.0, "output_per_mtok": 2.0},
+             "simulate": {"tpot_ms": 1, "prefill_tokens_per_s": 1_000_000}}],
+        "teams": [{"name": "test", "keys": [hashed(TEST_KEY)]}],
+        "routing": {"auto_policy": "cheapest"},
+        "redis_url": "redis://127.0.0.1:6379/0",
+        "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
+    }
+    with run_gateway(config) as gw:
+        client = openai.OpenAI(base_url=gw.base_url, api_key=TEST_KEY, max_retries=0, timeout=120)
+        raw = client.chat.completions.with_raw_response.create(
+            model="auto", temperature=0, max_tokens=12, response_format={"type": "json_object"},
+            messages=[{"role": "user", "content": "Reply with a JSON object with a key 'a'."}])
+        answer = raw.parse()
+        assert raw.headers["x-routegate-attempts"].startswith("gemma:")
+        assert raw.headers["x-routegate-attempts"].endswith(",sim-medium:ok")
+        assert raw.headers["x-routegate-model"] == "sim-medium"
+        assert isinstance(json.loads(answer.choices[0].message.content or ""), dict)
+        ledger = httpx.get(gw.base_url + "/usage",
+                           headers={"authorization": f"Bearer {TEST_KEY}"}).json()["ledger"]
+        assert {row["model"] for row in ledger} == {"gemma", "sim-medium"}
