@@ -149,6 +149,33 @@ async def until_disconnect(request: Request, work: Any) -> Any:
         watch.cancel()
 
 
+async def serve(backend: SimulatedBackend, request: Request, call: UpstreamCall,
+                fault: str | None) -> Response:
+    """One simulated answer, streamed or not, with the named fault applied."""
+    try:
+        if not call.payload.get("stream"):
+            completion = await until_disconnect(request, backend.complete(call))
+            if completion is None:
+                return Response(b"", status_code=499)
+            body = faulty_usage(completion.body, fault) if fault in USAGE_FAULTS else (
+                completion.body)
+            return Response(body, media_type="application/json")
+        stream = await backend.stream(call)
+    except GatewayError as exc:
+        return error_response(getattr(exc, "upstream_status", None) or 500, exc.message)
+
+    async def relay() -> Any:
+        try:
+            async for event in stream:
+                raw = faulty_event(event.raw, fault) if fault else event.raw
+                if raw is not None:
+                    yield raw
+        finally:
+            await stream.aclose()
+
+    return StreamingResponse(relay(), media_type="text/event-stream")
+
+
 def create_app(base: SimulateConfig) -> Starlette:
     backends = build_backends(base)
     counter = counter_for("o200k_base")
@@ -166,31 +193,9 @@ def create_app(base: SimulateConfig) -> Starlette:
         if name.startswith("status-"):
             return status_fault(name)
         fault = name if name in USAGE_FAULTS or name == "no-done" else None
-        backend = backends.get(name, backends["default"])
         call = UpstreamCall(request.headers.get("x-request-id", "sim"), payload,
                             counter.count_messages(messages))
-        try:
-            if not payload.get("stream"):
-                completion = await until_disconnect(request, backend.complete(call))
-                if completion is None:
-                    return Response(b"", status_code=499)
-                body = faulty_usage(completion.body, fault) if fault in USAGE_FAULTS else (
-                    completion.body)
-                return Response(body, media_type="application/json")
-            stream = await backend.stream(call)
-        except GatewayError as exc:
-            return error_response(getattr(exc, "upstream_status", None) or 500, exc.message)
-
-        async def relay() -> Any:
-            try:
-                async for event in stream:
-                    raw = faulty_event(event.raw, fault) if fault else event.raw
-                    if raw is not None:
-                        yield raw
-            finally:
-                await stream.aclose()
-
-        return StreamingResponse(relay(), media_type="text/event-stream")
+        return await serve(backends.get(name, backends["default"]), request, call, fault)
 
     async def models(request: Request) -> Response:
         data = [{"id": n, "object": "model", "created": 0, "owned_by": "sim"} for n in backends]
