@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.base import ChunkStream, Completion
+from backends.base import Completion
 from core.config import ModelConfig
 from core.escalation_config import EscalationConfig
 from core.types import Usage
@@ -86,6 +86,3 @@ class AnswerCheck:
             message, finish, logprobs = result.message()
         return check_answer(self.request, message, finish, logprobs,
                             min_logprob=self.min_logprob)
-
-    def verifies(self, result: Completion | ChunkStream) -> bool:
-        return isinstance(result, Completion | HeldStream)

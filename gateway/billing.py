@@ -21,7 +21,7 @@ from budget.pricing import usd
 from budget.reservation import Reservation
 from core.config import ModelConfig
 from core.types import Usage
-from gateway.attempts import Attempt, Attempts
+from gateway.attempts import Attempts
 from gateway.features import RequestFeatures
 from gateway.metering import billed_usage, count_answer_tokens
 from gateway.outcome import Outcome
@@ -119,5 +119,3 @@ async def settle(gw: AppState, o: Outcome, attempts: Attempts, bill: Bill) -> No
     except Exception:  # settling must never break a response already sent
         logger.exception("request %s: settling the budget failed", o.request_id)
 
-
-__all__ = ["Attempt", "Bill", "settle"]
