@@ -29,7 +29,7 @@ from core.errors import GatewayError, InvalidRequest, MethodNotAllowed, NotFound
 from gateway.asgi import RouteGate
 from gateway.ids import response_request_id
 from gateway.reload import reload_teams, watch_config
-from gateway.routes import admin, batches, chat, files, meta, usage
+from gateway.routes import admin, batches, chat, files, meta, ui, usage
 from gateway.state import AppState
 
 log = logging.getLogger("routegate.app")
@@ -97,7 +97,7 @@ def create_app(config: GatewayConfig, config_path: str | None = None) -> RouteGa
         return _error(GatewayError("The server had an error while processing your request."),
                       request)
 
-    for module in (meta, usage, admin, files, batches):
+    for module in (meta, usage, admin, files, batches, ui):
         app.include_router(module.router)
     return RouteGate(app, {chat.PATH: chat.chat_completions})
 

@@ -3,6 +3,7 @@
     routegate serve --config config/routegate.yaml --port 8080
     routegate check-config config/routegate.yaml
     routegate hash-key sk-my-team-key
+    routegate report --since 1h [--json]               # per team and model
     routegate train | eval | classify | calibrate      # the complexity classifier
 """
 
@@ -97,6 +98,23 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Cost, failures and latency per team and model (``gateway/report.py``)."""
+    from gateway.report import build_report, parse_since, print_report
+
+    config = _load(args.config)
+    if config is None:
+        return 2
+    report = build_report(config, parse_since(args.since), with_redis=not args.no_redis)
+    if args.json:
+        import orjson
+
+        sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print_report(report)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="routegate", description="Cost-aware model router gateway")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -125,6 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--config", default=os.environ.get(CONFIG_ENV, DEFAULT_CONFIG))
     worker.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     worker.set_defaults(func=cmd_worker)
+
+    report = sub.add_parser("report", help="cost, failures and TTFT per team and model")
+    report.add_argument("--config", default=os.environ.get(CONFIG_ENV, DEFAULT_CONFIG))
+    report.add_argument("--since", default="1h", help="window: 90s, 30m, 1h, 7d")
+    report.add_argument("--json", action="store_true")
+    report.add_argument("--no-redis", action="store_true", help="only the request log")
+    report.set_defaults(func=cmd_report)
 
     # train, eval, classify, calibrate: the complexity classifier's commands
     classifier_commands.register(sub)

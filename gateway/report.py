@@ -1,0 +1,216 @@
+"""``routegate report``: what each team's traffic cost and how it went, over a window.
+
+    routegate report --since 1h                 # a table per team and model
+    routegate report --since 1d --json          # the same as JSON
+
+Reads the request log's file (``<data_dir>/logs/requests.jsonl`` and its
+rotated copies, see ``gateway/request_log.py``) for the per-request figures,
+and Redis for each team's spend and remaining budget today. Per team and model:
+
+- requests, completed (HTTP 200), failed (5xx), refused (4xx and 499);
+- cost and energy per **completed** task: everything the rows' requests cost,
+  the refused answers of escalations and failed tries included, divided by the
+  completed ones;
+- p50 and p95 time to first token of the completed requests;
+- escalation and fallback rates: the share of requests that escalated, and
+  that fell back after a failed attempt.
+
+The "model" is the one that answered; "-" gathers the requests no model answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from core.config import GatewayConfig
+from gateway.request_log import EVENT, FILE_NAME, log_dir
+
+_SINCE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str) -> timedelta:
+    match = _SINCE.match(text.strip())
+    if not match:
+        raise ValueError(f"--since takes a duration like 90s, 30m, 1h or 7d, not {text!r}")
+    return timedelta(seconds=float(match[1]) * _UNIT[match[2]])
+
+
+def log_files(data_dir: str | Path) -> list[Path]:
+    """The log and its rotated copies, oldest first."""
+    base = log_dir(data_dir) / FILE_NAME
+    rotated = sorted(base.parent.glob(FILE_NAME + ".*[0-9]"),
+                     key=lambda p: int(p.suffix[1:]), reverse=True)
+    return [*rotated, base] if base.exists() else rotated
+
+
+def read_events(files: list[Path], since: datetime) -> Iterator[dict[str, Any]]:
+    # The timestamps are ISO 8601 in UTC, all the same shape: they compare as strings.
+    cutoff = since.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    for path in files:
+        with open(path, "rb") as f:
+            for line in f:
+                try:
+                    event = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue   # a line cut by a crash
+                if event.get("event") == EVENT and str(event.get("timestamp", "")) >= cutoff:
+                    yield event
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+@dataclass
+class Row:
+    team: str
+    model: str
+    requests: int = 0
+    completed: int = 0
+    failed: int = 0
+    refused: int = 0
+    cost_usd: float = 0.0
+    energy_j: float = 0.0
+    escalated: int = 0
+    fell_back: int = 0
+    ttft: list[float] = field(default_factory=list)
+
+    def add(self, e: dict[str, Any]) -> None:
+        status = int(e.get("status") or 0)
+        self.requests += 1
+        if status == 200:
+            self.completed += 1
+            if e.get("ttft_s") is not None:
+                self.ttft.append(float(e["ttft_s"]))
+        elif status >= 500:
+            self.failed += 1
+        else:
+            self.refused += 1
+        self.cost_usd += float(e.get("cost_usd") or 0)
+        self.energy_j += float(e.get("energy_j") or 0)
+        self.escalated += bool(e.get("escalations"))
+        self.fell_back += bool(e.get("fallbacks"))
+
+    def summary(self) -> dict[str, Any]:
+        done = self.completed
+        return {
+            "team": self.team, "model": self.model, "requests": self.requests,
+            "completed": done, "failed": self.failed, "refused": self.refused,
+            "cost_usd": round(self.cost_usd, 9),
+            "cost_per_completed_usd": round(self.cost_usd / done, 9) if done else None,
+            "energy_per_completed_j": round(self.energy_j / done, 3) if done else None,
+            "ttft_p50_s": _quantile(self.ttft, 0.50), "ttft_p95_s": _quantile(self.ttft, 0.95),
+            "escalation_rate": round(self.escalated / self.requests, 4),
+            "fallback_rate": round(self.fell_back / self.requests, 4),
+        }
+
+
+def summarise(events: Iterator[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows: dict[tuple[str, str], Row] = {}
+    for e in events:
+        key = (str(e.get("team") or "-"), str(e.get("model") or "-"))
+        if key not in rows:
+            rows[key] = Row(*key)
+        rows[key].add(e)
+    return [rows[k].summary() for k in sorted(rows)]
+
+
+async def team_budgets(config: GatewayConfig) -> list[dict[str, Any]] | None:
+    """Each team's spend and remaining budget from Redis; None if Redis is not there."""
+    from budget.keys import KeySpace
+    from budget.redis_client import open_redis
+    from budget.usage import team_usage
+
+    url = config.effective_redis_url
+    if url is None:   # the embedded Redis belongs to the running gateway
+        return None
+    redis = await open_redis(url, Path(config.data_dir))
+    keys = KeySpace(config.budget.key_prefix, config.budget.timezone)
+    try:
+        async with asyncio.timeout(5):
+            reports = await asyncio.gather(*(team_usage(redis.client, keys, t.name, t.budget,
+                                                        days=1) for t in config.teams))
+    except Exception:
+        return None
+    finally:
+        await redis.close()
+    keep = ("team", "spent_today_usd", "spent_month_usd", "remaining_today_usd",
+            "remaining_month_usd", "soft_limited")
+    return [{k: r.get(k) for k in keep} for r in reports]
+
+
+def build_report(config: GatewayConfig, since: timedelta, *, with_redis: bool = True
+                 ) -> dict[str, Any]:
+    start = datetime.now(UTC) - since
+    files = log_files(config.data_dir)
+    rows = summarise(read_events(files, start))
+    teams = asyncio.run(team_budgets(config)) if with_redis else None
+    totals: dict[str, float] = defaultdict(float)
+    for r in rows:
+        for name in ("requests", "completed", "failed", "refused", "cost_usd"):
+            totals[name] += r[name]
+    return {"since": start.isoformat(), "log_files": [str(f) for f in files], "rows": rows,
+            "totals": dict(totals), "teams": teams}
+
+
+def _fmt(value: Any, kind: str) -> str:
+    if value is None:
+        return "-"
+    if kind == "usd":
+        return f"${value:.6f}" if value < 1 else f"${value:,.2f}"
+    if kind == "ms":
+        return f"{value * 1000:.0f}"
+    if kind == "pct":
+        return f"{value * 100:.1f}%"
+    if kind == "j":
+        return f"{value:.1f}"
+    return str(value)
+
+
+COLUMNS = [("team", "team", ""), ("model", "model", ""), ("requests", "requests", ""),
+           ("completed", "completed", ""), ("failed", "failed", ""), ("refused", "refused", ""),
+           ("cost_per_completed_usd", "$/completed", "usd"),
+           ("energy_per_completed_j", "J/completed", "j"), ("ttft_p50_s", "TTFT p50 ms", "ms"),
+           ("ttft_p95_s", "TTFT p95 ms", "ms"), ("escalation_rate", "escalated", "pct"),
+           ("fallback_rate", "fell back", "pct")]
+
+
+def print_report(report: dict[str, Any]) -> None:
+    """The report as tables on the terminal (rich)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    # Piped into a file or a pager, keep every column whole.
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    table = Table(title=f"routegate since {report['since']}")
+    for _, title, kind in COLUMNS:
+        table.add_column(title, justify="left" if not kind and title in ("team", "model")
+                         else "right")
+    for row in report["rows"]:
+        table.add_row(*(_fmt(row[key], kind) for key, _, kind in COLUMNS))
+    console.print(table)
+    if not report["rows"]:
+        console.print(f"no requests in {', '.join(report['log_files']) or 'the request log'}")
+    if report["teams"]:
+        budgets = Table(title="budgets (Redis, now)")
+        for title in ("team", "spent today", "spent month", "left today", "left month", "soft"):
+            budgets.add_column(title, justify="left" if title == "team" else "right")
+        for t in report["teams"]:
+            budgets.add_row(t["team"], _fmt(t["spent_today_usd"], "usd"),
+                            _fmt(t["spent_month_usd"], "usd"), _fmt(t["remaining_today_usd"], "usd"),
+                            _fmt(t["remaining_month_usd"], "usd"), "yes" if t["soft_limited"] else "")
+        console.print(budgets)

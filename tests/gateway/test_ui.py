@@ -1,0 +1,182 @@
+"""``/ui`` in headless Chromium against a real gateway under a small load: the login,
+the session cookie, and every number on the page against ``/admin/overview``.
+
+Needs the Debian packages ``chromium`` and ``chromium-driver`` (``.ci/run``
+installs them). The screenshot is left in ``$TEST_ARTIFACTS`` (default
+``build/test-artifacts/ui.png``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support import OTHER_KEY, REPO, TEST_KEY, base_config, run_gateway, run_simulator
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+ADMIN_KEY = "sk-admin-ui-test-9f8e7d6c5b4a"
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", REPO / "build" / "test-artifacts"))
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(CHROMEDRIVER is None, reason="chromium-driver not installed")
+
+
+def _body(model: str, n: int, **extra: object) -> dict:
+    content = "Prove that there are infinitely many primes." if n % 3 else "hi"
+    return {"model": model, "max_tokens": 8, "messages": [{"role": "user", "content": content}],
+            **extra}
+
+
+JSON = {"response_format": {"type": "json_object"}}
+STREAM = {"stream": True}
+MIX = [("auto", JSON), ("fast", STREAM), ("local", STREAM), ("auto", STREAM), ("broken", {}),
+       ("auto", {})]
+
+
+@contextlib.contextmanager
+def load(url: str, stop: threading.Event) -> Iterator[list[int]]:
+    """A small steady load from two teams: escalations (invalid JSON from the
+    cheapest model), fallbacks (its errors), streams, a failing model; until ``stop``."""
+    done: list[int] = []
+
+    def run(key: str, mix: list[tuple[str, dict]]) -> None:
+        with httpx.Client(headers={"authorization": f"Bearer {key}"}, timeout=30) as http:
+            n = 0
+            while not stop.is_set():
+                model, extra = mix[n % len(mix)]
+                http.post(url + "/v1/chat/completions", json=_body(model, n, **extra))
+                n += 1
+                done.append(n)
+
+    threads = [threading.Thread(target=run, args=(TEST_KEY, MIX)),
+               threading.Thread(target=run, args=(OTHER_KEY, [("fast", STREAM)]))]
+    for t in threads:
+        t.start()
+    try:
+        yield done
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+
+
+def _sim_model(name: str, ability: float, price: float, **simulate: object) -> dict:
+    return {"name": name, "backend": "simulated", "ability": ability,
+            "price": {"input_per_mtok": price, "output_per_mtok": 2 * price},
+            "simulate": {"tpot_ms": 2, "prefill_tokens_per_s": 200_000, "seed": 7,
+                         "output_tokens_mean": 12, **simulate}}
+
+
+def ui_config(sim: str) -> dict:
+    config = base_config(sim, routing={"auto_policy": "cheapest"})
+    config["models"] += [_sim_model("small", 0.5, 0.1, invalid_json_rate=0.5, error_rate=0.2),
+                         _sim_model("medium", 0.7, 1.0), _sim_model("large", 0.9, 5.0)]
+    config["teams"][0]["allowed_models"] = ["small", "medium", "large", "fast", "local", "broken"]
+    config["teams"][0]["budget"] = {"daily_hard_usd": 0.05}
+    config["breaker"] = {"consecutive_failures": 2, "cooldown_s": 600}
+    return config
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                "--window-size=1400,1000"):
+        options.add_argument(arg)
+    if shutil.which("chromium"):
+        options.binary_location = shutil.which("chromium")
+    driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def _expected(overview: dict) -> dict[str, str]:
+    """The text each ``data-k`` cell must show, formatted as ui.js does."""
+    usd = lambda v: "-" if v is None else f"${v:.4f}"                    # noqa: E731
+    ms = lambda v: "-" if v is None else f"{round(v * 1000)} ms"         # noqa: E731
+    pct = lambda v: "-" if v is None else f"{v * 100:.1f}%"              # noqa: E731
+    out = {}
+    for r in overview["routing"]:
+        k = f"routing|{r['pool']}|{r['model']}|{r['reason']}"
+        out[k + "|requests"], out[k + "|share"] = str(r["requests"]), pct(r["share"])
+    for m in overview["models"]:
+        k = f"models|{m['pool']}|{m['model']}"
+        out[k + "|requests"], out[k + "|errors"] = str(m["requests"]), str(m["errors"])
+        out[k + "|ttft_p50_s"], out[k + "|ttft_p95_s"] = ms(m["ttft_p50_s"]), ms(m["ttft_p95_s"])
+        out[k + "|slo_attainment"] = pct(m["slo_attainment"])
+    for t in overview["teams"]:
+        k = f"teams|{t['team']}"
+        out[k + "|spent_today_usd"] = usd(t["spent_today_usd"])
+        out[k + "|daily_limit_usd"] = usd(t["daily_limit_usd"])
+        out[k + "|remaining_usd"] = usd(t["remaining_usd"])
+    for kind in ("escalations", "fallbacks"):
+        out.update({f"{kind}|{reason}": str(n) for reason, n in overview[kind].items()})
+    out.update({f"breakers|{m}": state for m, state in overview["breakers"].items()})
+    return out
+
+
+def _shown(driver) -> dict[str, str]:
+    return {e.get_attribute("data-k"): e.text for e in driver.find_elements(By.CSS_SELECTOR,
+                                                                            "[data-k]")}
+
+
+def _next_refresh(driver, after: float) -> None:
+    WebDriverWait(driver, 20).until(lambda d: float(
+        d.find_element(By.ID, "updated").get_attribute("data-generated") or 0) > after)
+
+
+def test_operator_page(browser) -> None:
+    driver = browser
+    with run_simulator() as sim:
+        with run_gateway(ui_config(sim), env={"ROUTEGATE_ADMIN_KEY": ADMIN_KEY}) as gw:
+            stop = threading.Event()
+            with load(gw.url, stop) as done:
+                driver.get(gw.url + "/ui")
+                key = WebDriverWait(driver, 10).until(
+                    lambda d: d.find_element(By.NAME, "key") if d.find_element(
+                        By.ID, "login").is_displayed() else None)
+                assert key.get_attribute("type") == "password"
+                key.send_keys("sk-not-the-admin-key")
+                key.submit()
+                WebDriverWait(driver, 10).until(
+                    lambda d: d.find_element(By.ID, "denied").is_displayed())
+                assert "sk-" not in driver.current_url
+                key = driver.find_element(By.NAME, "key")
+                key.send_keys(ADMIN_KEY)
+                key.submit()
+                WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "app").is_displayed())
+                assert ADMIN_KEY not in driver.current_url
+                cookie = driver.get_cookie("routegate_ui")
+                assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+                assert ADMIN_KEY not in cookie["value"]
+                assert driver.execute_script("return document.cookie") == ""
+                # It refreshes by itself while requests keep coming.
+                first = float(driver.find_element(By.ID, "updated").get_attribute("data-generated"))
+                _next_refresh(driver, first)
+                assert len(done) > 0
+            # Load over: wait out the live figures' cache, then one more refresh.
+            time.sleep(5.5)
+            _next_refresh(driver, time.time())
+            overview = httpx.get(gw.url + "/admin/overview",
+                                 headers={"authorization": f"Bearer {ADMIN_KEY}"}).json()
+            shown, expected = _shown(driver), _expected(overview)
+            assert shown == expected
+            assert any(k.startswith("routing|") for k in shown)
+            assert shown["breakers|broken"] == "open"
+            assert {"teams|test|spent_today_usd", "teams|other|spent_today_usd"} <= set(shown)
+            assert any(k.startswith("escalations|") for k in shown)
+            assert any(k.startswith("fallbacks|") for k in shown)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            driver.save_screenshot(str(ARTIFACTS / "ui.png"))
+            # Without the cookie the JSON is closed.
+            assert httpx.get(gw.url + "/admin/overview").status_code == 401
