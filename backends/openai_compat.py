@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import itertools
 import logging
 import os
 import re
@@ -38,6 +37,7 @@ from typing import Any
 
 import orjson
 
+from backends.affinity import PrefixAffinity
 from backends.base import Completion, LiveStats, UpstreamCall, Usage
 from backends.stream import HTTPChunkStream, StreamMeter
 from backends.transport import (
@@ -179,7 +179,8 @@ class OpenAICompatBackend:
         self._owns_transport = transport is None
         self._transport = transport if transport is not None else make_transport(model)
         self._origins = [Origin.parse(u) for u in model.base_urls]
-        self._next_origin = itertools.cycle(self._origins)
+        # Which replica: the one that has this prompt's prefix cached, within a load bound.
+        self.affinity = PrefixAffinity(len(self._origins))
         headers = b"content-type: application/json\r\n"
         key = os.environ.get(model.api_key_env) if model.api_key_env else None
         if key:
@@ -191,8 +192,8 @@ class OpenAICompatBackend:
         self._total_s = model.timeouts.total_s
         self.between_s = model.timeouts.between_chunks_s
 
-    async def _request(self, call: UpstreamCall) -> Response:
-        origin = next(self._next_origin)
+    async def _request(self, call: UpstreamCall, replica: int) -> Response:
+        origin = self._origins[replica]
         # The request id comes from new_request_id: printable, at most 128 characters;
         # the caller's trace headers (gateway/tracing.py) carry their own x-request-id.
         headers = self._headers + (call.headers or b"x-request-id: %s\r\n"
@@ -217,11 +218,12 @@ class OpenAICompatBackend:
     async def complete(self, call: UpstreamCall) -> Completion:
         started = time.perf_counter()
         self.stats.in_flight += 1
+        replica = self.affinity.pick(call.payload.get("messages"))
         resp: Response | None = None
         deadline = asyncio.timeout(self._total_s)
         try:
             async with deadline:
-                resp = await self._request(call)
+                resp = await self._request(call, replica)
                 body = await resp.read()
         except BaseException as exc:
             if resp is not None:
@@ -232,6 +234,7 @@ class OpenAICompatBackend:
             raise err from None
         finally:
             self.stats.in_flight -= 1
+            self.affinity.release(replica)
         if resp.status >= 400:
             raise self.rejected(resp, body)
         return self._completion(body, time.perf_counter() - started)
@@ -270,17 +273,19 @@ class OpenAICompatBackend:
         (so the gateway can still fall back before it sends the client anything)."""
         meter = StreamMeter(self.stats)
         self.stats.in_flight += 1
+        replica = self.affinity.pick(call.payload.get("messages"))
         resp: Response | None = None
         try:
             async with asyncio.timeout(self._first_byte_s):
-                resp = await self._request(call)
+                resp = await self._request(call, replica)
                 if resp.status < 400:
-                    stream = HTTPChunkStream(self, resp, meter)
+                    stream = HTTPChunkStream(self, resp, meter, replica)
                     await stream.prime()
                     return stream
                 body = await resp.read()
         except BaseException as exc:
             self.stats.in_flight -= 1
+            self.affinity.release(replica)
             if resp is not None:
                 resp.close()
             err = None if isinstance(exc, asyncio.CancelledError) else self.convert(exc)
@@ -288,6 +293,7 @@ class OpenAICompatBackend:
                 raise
             raise err from None
         self.stats.in_flight -= 1
+        self.affinity.release(replica)
         raise self.rejected(resp, body)
 
     async def ready(self) -> bool:

@@ -118,8 +118,9 @@ class HTTPChunkStream(MeteredStream):
     gateway can still fall back before it sends anything to the client)."""
 
     def __init__(self, backend: OpenAICompatBackend, resp: Response,
-                 meter: StreamMeter) -> None:
+                 meter: StreamMeter, replica: int = 0) -> None:
         self._backend = backend
+        self._replica = replica       # which of the model's base_urls (backends/affinity.py)
         self._resp = resp
         self._meter = meter
         self._split = EventSplitter()
@@ -166,6 +167,7 @@ class HTTPChunkStream(MeteredStream):
     async def aclose(self) -> None:
         if not self._close_once():
             return
+        self._backend.affinity.release(self._replica)
         # Closing mid-stream drops the connection, which cancels the upstream request;
         # a finished stream returns its connection to the pool.
         try:

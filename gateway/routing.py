@@ -149,8 +149,14 @@ class Router:
         # candidate, unless every model is out: then all are tried.
         healthy = [c for c in fitting if self._available(c.name)] or fitting
         decision = replace(self.auto_policy.choose(ctx, healthy), pool=pool)
-        return climb(decision, healthy, self.config.escalation,
-                     max_attempts=self.config.routing.max_attempts)
+        decision = climb(decision, healthy, self.config.escalation,
+                         max_attempts=self.config.routing.max_attempts)
+        if decision.slo is None:
+            # Whatever the policy weighed, the client hears when its first
+            # model is predicted to miss the pool's SLO.
+            first = next(c for c in healthy if c.name == decision.model)
+            decision = replace(decision, slo=None if self.slo.met(pool, first) else AT_RISK)
+        return decision
 
     def _available(self, name: str) -> bool:
         breaker = self.breakers.get(name)

@@ -1,0 +1,111 @@
+"""Prefix affinity with bounded load: the ring alone, then two simulator
+processes as the replicas of one model."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import httpx
+
+from backends.affinity import PrefixAffinity, prefix_key
+from backends.base import UpstreamCall
+from backends.openai_compat import OpenAICompatBackend
+from core.config import ModelConfig, Price
+from tests.support import run_simulator
+
+SYSTEM = "You are a support agent for a company that sells kettles. " * 10   # ~600 chars
+LONG = SYSTEM * 4     # past the 2,048 characters hashed: only the system prompt counts
+
+
+def convo(user: str, system: str = SYSTEM) -> list[dict[str, str]]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def test_the_key_is_the_prompt_head_and_ignores_what_follows() -> None:
+    a = prefix_key(convo("first question") + [{"role": "assistant", "content": "x" * 5000}], 500)
+    b = prefix_key(convo("another question"), 500)
+    assert a == b and len(a) == 500
+    assert prefix_key(convo("q", system="short"), 500) != a
+
+
+def test_same_prefix_same_replica_and_distinct_prefixes_spread() -> None:
+    ring = PrefixAffinity(4)
+    homes = set()
+    for _ in range(20):
+        i = ring.pick(convo("what is the warranty?"))
+        ring.release(i)
+        homes.add(i)
+    assert len(homes) == 1
+    spread = set()
+    for n in range(64):
+        i = ring.pick(convo("q", system=f"tenant {n}: " + SYSTEM))
+        ring.release(i)
+        spread.add(i)
+    assert spread == {0, 1, 2, 3}
+
+
+def test_no_replica_goes_over_the_load_bound_and_the_overflow_has_one_place() -> None:
+    ring = PrefixAffinity(3, load_factor=1.25)
+    placed = []
+    for n in range(30):                      # one hot prefix, nothing released
+        placed.append(ring.pick(convo("hot")))
+        bound = math.ceil(1.25 * (n + 1) / 3)
+        assert max(ring.in_flight) <= bound
+    assert placed[0] == ring.home(prefix_key(convo("hot")))
+    assert len(set(placed)) == 3             # spilled when home was full ...
+    again = PrefixAffinity(3, load_factor=1.25)
+    assert [again.pick(convo("hot")) for _ in range(30)] == placed   # ... always the same way
+    for i in placed:
+        ring.release(i)
+    assert ring.in_flight == [0, 0, 0]
+
+
+def test_short_prompts_go_to_the_least_loaded_replica() -> None:
+    ring = PrefixAffinity(2)
+    first = ring.pick(convo("hi", system="be brief"))
+    second = ring.pick(convo("hi", system="be brief"))
+    assert {first, second} == {0, 1}
+
+
+def test_one_replica_needs_no_hashing() -> None:
+    ring = PrefixAffinity(1)
+    assert ring.pick(convo("anything")) == 0 and ring.in_flight == [1]
+
+
+def sim_requests(url: str) -> int:
+    return int(httpx.get(url.removesuffix("/v1") + "/sim/stats").json()["default"]["requests"])
+
+
+def test_two_simulator_replicas_share_prefixes_stickily_within_the_bound() -> None:
+    flags = ("--tpot-ms", "20", "--prefill", "200000", "--output-mean", "20")
+    with run_simulator(*flags) as a, run_simulator(*flags) as b:
+        model = ModelConfig(name="m", backend="openai_compat", base_url=[a, b],
+                            upstream_model="default",
+                            price=Price(input_per_mtok=1, output_per_mtok=1))
+
+        def call(n: int, messages: list[dict[str, str]], stream: bool = True) -> UpstreamCall:
+            return UpstreamCall(f"r{n}", {"model": "default", "messages": messages,
+                                          "max_tokens": 20, "stream": stream}, 200)
+
+        async def scenario() -> tuple[list[int], list[int], list[int]]:
+            backend = OpenAICompatBackend(model)
+            try:
+                sticky = [0, 0]
+                for n in range(6):                       # one after another: all at home
+                    before = [sim_requests(a), sim_requests(b)]
+                    await backend.complete(call(n, convo(f"q{n}", LONG), stream=False))
+                    after = [sim_requests(a), sim_requests(b)]
+                    sticky = [s + (x - y) for s, x, y in zip(sticky, after, before, strict=True)]
+                held = [await backend.stream(call(10 + n, convo("hot", LONG))) for n in range(6)]
+                peak = list(backend.affinity.in_flight)
+                for stream in held:
+                    await stream.aclose()
+                return sticky, peak, list(backend.affinity.in_flight)
+            finally:
+                await backend.aclose()
+
+        sticky, peak, after = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert sorted(sticky) == [0, 6]                   # the same replica every time
+    assert min(peak) >= 1 and max(peak) <= math.ceil(1.25 * 6 / 2)   # spilled, bounded
+    assert after == [0, 0]

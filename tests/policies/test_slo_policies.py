@@ -1,0 +1,101 @@
+"""``quality`` and ``slo_aware``: the same quality rule, with and without the
+latency SLO; and the live predictions they are fed."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.config import GatewayConfig, parse_config
+from core.types import LiveStats
+from policies import POLICIES, Candidate, RouteContext, get_policy
+from policies.slo import AT_RISK
+
+
+def config() -> GatewayConfig:
+    def model(name: str, price: float, ability: float) -> dict:
+        return {"name": name, "price": {"input_per_mtok": price, "output_per_mtok": price},
+                "ability": ability}
+    return parse_config({"models": [model("small", 0.1, 0.5), model("mid", 1.0, 0.8),
+                                    model("big", 5.0, 0.9)]})
+
+
+def cands(cfg: GatewayConfig, **ttft: float) -> list[Candidate]:
+    return [Candidate(m, LiveStats(), m.ability, m.price.input_per_mtok * 1e-4,
+                      ttft.get(m.name, 0.1), 0.02, ttft.get(m.name, 0.1) + 2.0)
+            for m in cfg.models]
+
+
+def ctx(target: float = 0.75, pool: str = "interactive") -> RouteContext:
+    return RouteContext(prompt_tokens=100, expected_output_tokens=100, pool=pool,
+                        quality_target=target)
+
+
+def test_the_experiment_s_policies_are_registered_by_name() -> None:
+    assert {"cheapest", "quality", "slo_aware", "cost_quality"} <= set(POLICIES)
+    assert POLICIES["cost_quality"] is POLICIES["slo_aware"]
+
+
+def test_quality_ignores_latency() -> None:
+    cfg = config()
+    decision = get_policy("quality", cfg).choose(ctx(), cands(cfg, mid=5.0))
+    assert decision.model == "mid" and decision.slo is None
+
+
+def test_slo_aware_gives_way_to_the_next_cheapest_meeting_both() -> None:
+    cfg = config()
+    decision = get_policy("slo_aware", cfg).choose(ctx(), cands(cfg, mid=5.0))
+    assert (decision.model, decision.reason, decision.slo) == ("big", "quality-met", None)
+
+
+def test_when_none_meets_both_the_best_prediction_serves_at_risk() -> None:
+    cfg = config()
+    decision = get_policy("slo_aware", cfg).choose(ctx(), cands(cfg, mid=3.0, big=0.9))
+    assert (decision.model, decision.slo) == ("big", AT_RISK)   # misses by less than mid
+
+
+def test_an_unreachable_target_still_prefers_a_model_within_the_slo() -> None:
+    cfg = config()
+    decision = get_policy("slo_aware", cfg).choose(ctx(0.99), cands(cfg, big=5.0))
+    assert decision.slo is None and decision.model != "big"
+
+
+def test_batch_work_has_no_ttft_slo() -> None:
+    cfg = config()
+    decision = get_policy("slo_aware", cfg).choose(ctx(pool="batch"), cands(cfg, mid=5.0))
+    assert (decision.model, decision.slo) == ("mid", None)
+
+
+def test_the_prefill_rate_is_learned_and_predicts_ttft() -> None:
+    stats = LiveStats(capacity=4)
+    for _ in range(30):
+        stats.observe_prefill(2000, 0.5)                     # 4,000 tokens/s
+    assert stats.prefill_tokens_per_s == pytest.approx(4000)
+    assert stats.predicted_ttft_s(400, default_prefill=1e9) == pytest.approx(0.1, rel=0.05)
+    assert stats.add_backlog(4000, 4000, now=100.0) == 0    # a second of prefill admitted
+    assert stats.backlog(4000, 100.5) == pytest.approx(2000)  # half drained half a second on
+    assert stats.add_backlog(1000, 4000, now=100.5) == pytest.approx(2000)
+
+
+def test_a_full_model_predicts_a_queue_wait() -> None:
+    stats = LiveStats(capacity=2, admitted=2, queued=3, slot_s=2.0)
+    assert stats.queue_wait_s(stats.queued, 1.0) == pytest.approx((3 + 1) * 2.0 / 2)
+    assert stats.predicted_ttft_s(0, default_prefill=1000) >= 4.0
+
+
+def test_tpot_follows_concurrency() -> None:
+    stats = LiveStats(capacity=16, batch_slowdown=0.05)
+    stats.admitted = 1
+    for _ in range(30):
+        stats.observe_tpot(0.02)                             # measured alone
+    stats.admitted = 11
+    assert stats.predicted_tpot_s(default=0.5) == pytest.approx(0.02 * 1.55)
+
+
+def test_windowed_p95_and_error_rate() -> None:
+    stats = LiveStats()
+    for i in range(100):
+        stats.observe_ttft(i / 100)
+    assert stats.ttft_p95 == pytest.approx(0.95, abs=0.02)
+    for ok in [True] * 10 + [False] * 10:
+        stats.observe_outcome(ok)
+    assert 0.5 < stats.error_rate < 1.0
