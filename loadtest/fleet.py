@@ -1,0 +1,158 @@
+"""The simulated fleet under test: its config, and a gateway process serving it.
+
+    config = fleet_config("slo_aware", tmp)            # config/routegate.yaml, for a load test
+    with gateway_process(config, tmp) as gw:
+        gw.url, gw.keys, gw.cpu_seconds()
+
+The demo fleet (small, medium, large; their prices, abilities and energy)
+is kept as it is; what changes for a load test:
+- each model generates exactly ``max_tokens`` tokens (``output_tokens_mean``
+  far above any cap), so the trace's output lengths are what is served;
+- ``FLEET_SCALE`` shrinks the fleet so that one Python client on a small
+  machine can drive it past saturation without the gateway or the client
+  becoming the bottleneck (checked by the run's CPU figures);
+- two teams, one per pool, so the gateway's ledger splits cost by pool;
+- a unique ``budget.key_prefix``, so runs sharing one Redis never mix books.
+
+Policy names are data: ``POLICY_CHOICES`` maps each name the experiment
+compares to the gateway policies that can play it, first registered wins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loadtest.targets import free_port, wait_ready
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_CONFIG = REPO / "config" / "routegate.yaml"
+KEYS = {"interactive": "sk-loadtest-interactive", "batch": "sk-loadtest-batch"}
+EXACT_OUTPUT_MEAN = 10**9    # lognormal(mean 1e9) is never below a cap: output = max_tokens
+
+# Per model, what differs from config/routegate.yaml's simulate section.
+FLEET_SCALE: dict[str, dict[str, Any]] = {}
+
+# name in the experiment -> (gateway policy, config overrides), first registered wins.
+# ``quality`` ignores latency: until a policy of that name exists, cost_quality
+# with an SLO it can never miss plays it (the client still measures the real SLO).
+_NO_SLO = {"pools": {"interactive": {"ttft_ms": 1e9, "tpot_ms": 1e9}}}
+POLICY_CHOICES: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "cheapest": [("cheapest", {})],
+    "quality": [("quality", {}), ("cost_quality", _NO_SLO)],
+    "slo_aware": [("slo_aware", {}), ("cost_quality", {})],
+}
+
+
+def hashed(key: str) -> str:
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def gateway_policy(name: str) -> tuple[str, dict[str, Any]]:
+    """The gateway policy (and config overrides) that plays ``name`` in this checkout."""
+    from policies import POLICIES
+
+    for policy, overrides in POLICY_CHOICES.get(name, [(name, {})]):
+        if policy in POLICIES:
+            return policy, overrides
+    raise ValueError(f"no registered policy plays {name!r}; registered: {sorted(POLICIES)}")
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def fleet_config(policy: str, data_dir: Path, *, scale: dict[str, dict[str, Any]] | None = None,
+                 base: Path = DEMO_CONFIG, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The demo config, made ready for a load test run with ``policy``."""
+    config = yaml.safe_load(base.read_text())
+    scale = FLEET_SCALE if scale is None else scale
+    for model in config["models"]:
+        sim = model.setdefault("simulate", {})
+        sim.update(scale.get(model["name"], {}), output_tokens_mean=EXACT_OUTPUT_MEAN)
+    quality = config["teams"][0].get("quality", 0.8) if config.get("teams") else 0.8
+    config["teams"] = [{"name": f"loadtest-{pool}", "keys": [hashed(key)], "quality": quality,
+                        "allowed_pools": [pool]} for pool, key in KEYS.items()]
+    name, overrides = gateway_policy(policy)
+    config = _merge(config, overrides)
+    config.setdefault("routing", {})["auto_policy"] = name
+    config.setdefault("budget", {})["key_prefix"] = f"lt-{uuid.uuid4().hex[:10]}"
+    config["data_dir"] = str(data_dir / "gateway-data")
+    config["redis_url"] = None     # embedded, unless REDIS_URL is set (the gateway reads it)
+    return _merge(config, extra or {})
+
+
+@dataclass
+class GatewayProcess:
+    url: str
+    proc: subprocess.Popen[bytes]
+    config: dict[str, Any]
+    keys: dict[str, str]
+
+    def cpu_seconds(self) -> float:
+        """user + system CPU of the gateway process so far (Linux /proc)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def gateway_process(config: dict[str, Any], tmp: Path, *, log_level: str = "warning"
+                    ) -> Iterator[GatewayProcess]:
+    """``routegate serve`` with ``config`` on a free loopback port; stopped afterwards."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    path = tmp / "routegate.yaml"
+    path.write_text(yaml.safe_dump(config))
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.setdefault("TIKTOKEN_CACHE_DIR", str(REPO.parent / "shared" / "tiktoken"))
+    with open(tmp / "gateway.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path), "--port",
+             str(port), "--log-level", log_level], cwd=REPO, env=env, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True)
+    gw = GatewayProcess(f"http://127.0.0.1:{port}", proc, config, dict(KEYS))
+    try:
+        wait_ready(gw.url + "/healthz", proc, timeout=60)
+        yield gw
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def energy_table(config: dict[str, Any]) -> dict[str, float] | None:
+    table = {m["name"]: m["energy_j_per_token"] for m in config.get("models", [])
+             if m.get("energy_j_per_token") is not None}
+    return table or None
+
+
+def slo_of(base: Path = DEMO_CONFIG) -> tuple[float, float]:
+    """(TTFT, TPOT) seconds of the interactive pool, as the client judges them: from
+    the fleet's own config, never from a policy override that switched the SLO off."""
+    inter = (yaml.safe_load(base.read_text()).get("pools") or {}).get("interactive") or {}
+    return inter.get("ttft_ms", 450) / 1000, inter.get("tpot_ms", 40) / 1000

@@ -1,0 +1,54 @@
+"""Writing a load test report: ``report.json``, the plots, and a Markdown table.
+
+    paths = write_report(report, Path("out"))   # out/report.json, out/*.png
+    print(markdown_table(report))
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _plain(report: dict[str, Any]) -> dict[str, Any]:
+    """The report without the raw per-request results the plots used."""
+    runs = [{k: v for k, v in run.items() if not k.startswith("_")} for run in report["runs"]]
+    return {**report, "runs": runs}
+
+
+def write_report(report: dict[str, Any], out: Path, *, plots: bool = True) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "report.json"
+    path.write_text(json.dumps(_plain(report), indent=1) + "\n")
+    paths = [path]
+    if plots:
+        from loadtest.plots import draw_all
+
+        paths += draw_all(report, out)
+    return paths
+
+
+def _fmt(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.{digits}f}" if isinstance(value, float | int) else str(value)
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    head = ("| scenario | policy | offered req/s | batch req/s | interactive goodput req/s | "
+            "SLO attainment | TTFT p50 / p95 / p99 ms | TPOT p50 / p95 ms | batch goodput req/s "
+            "| USD per completed | J per completed | models (interactive) |")
+    lines = [head, "|" + "---|" * 12]
+    for run in report["runs"]:
+        inter, batch = run["pools"]["interactive"], run["pools"]["batch"]
+        ttft, tpot = inter["ttft_ms"], inter["tpot_ms"]
+        mix = ", ".join(f"{m} {n}" for m, n in inter["models"].items())
+        lines.append(
+            f"| {run['scenario']} | {run['policy']} | {_fmt(run['offered_rps'])} | "
+            f"{_fmt(run['batch_rps'])} | {_fmt(inter['goodput_rps'], 2)} | "
+            f"{_fmt(inter['slo_attainment'], 2)} | {_fmt(ttft['p50'])} / {_fmt(ttft['p95'])} / "
+            f"{_fmt(ttft['p99'])} | {_fmt(tpot['p50'])} / {_fmt(tpot['p95'])} | "
+            f"{_fmt(batch['goodput_rps'], 2)} | {_fmt(run.get('cost_per_completed_usd'), 6)} | "
+            f"{_fmt(run.get('energy_per_completed_j'), 0)} | {mix} |")
+    return "\n".join(lines)
