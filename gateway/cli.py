@@ -24,6 +24,7 @@ from gateway.server import (
     uvicorn_options,
 )
 from gateway.telemetry import MULTIPROC_ENV, fresh_metrics_dir
+from loadtest import commands as loadtest_commands
 from policies import get_policy
 
 
@@ -153,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # train, eval, classify, calibrate: the complexity classifier's commands
     classifier_commands.register(sub)
+    loadtest_commands.register(sub)     # loadtest run | experiment
     return parser
 
 
