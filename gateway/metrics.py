@@ -36,6 +36,8 @@ are all bounded by the config and the code.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import shutil
 from collections.abc import Iterable, Iterator
@@ -49,9 +51,11 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from budget.journal import QUARANTINED_METRIC
 from core.config import GatewayConfig
 from gateway.live import LiveFigures
+from gateway.metric_batch import PendingCounter, PendingHistogram
 from gateway.outcome import Outcome
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"   # read by prometheus_client at import
+FLUSH_S = 1.0      # per-request updates reach prometheus_client within this
 
 # From 10 ms (a cached or tiny answer) to 120 s (a long generation).
 LLM_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.35, 0.5, 0.75, 1, 1.5, 2.5, 5,
@@ -91,38 +95,47 @@ class Metrics:
             "routegate_usage_anomalies", "Upstream usage corrected before billing (negative "
             "counts, completion tokens over the reservation)", ["model", "kind"])
         self._children: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._pending: list[PendingCounter | PendingHistogram] = []
+        self._flush_timer: asyncio.TimerHandle | None = None
+        self._classifier = self._hold(self.classifier)
+
+    def _hold(self, child: Any) -> Any:
+        pending = (PendingHistogram if isinstance(child, Histogram) else PendingCounter)(child)
+        self._pending.append(pending)
+        return pending
 
     def _series(self, o: Outcome) -> tuple[Any, ...]:
-        """The labelled children of one request's labels, looked up once."""
+        """The pending updates of one request's labels, made once."""
         team, model = o.team or "-", o.model or "-"
         key = (team, o.pool, model, o.reason, o.status)
         series = self._children.get(key)
         if series is None:
             pm = (o.pool, model)
-            series = self._children[key] = (
+            series = self._children[key] = tuple(self._hold(child) for child in (
                 self.requests.labels(team, o.pool, model, o.reason or "-", str(o.status)),
                 self.e2e.labels(*pm), self.ttft.labels(*pm), self.itl.labels(*pm),
-                self.tokens.labels(team, model, "prompt"),
+                self.queue.labels(*pm), self.slo.labels(*pm, "met"),
+                self.slo.labels(*pm, "missed"), self.tokens.labels(team, model, "prompt"),
                 self.tokens.labels(team, model, "completion"),
-                self.cost.labels(team, model), self.energy.labels(team, model))
+                self.cost.labels(team, model), self.energy.labels(team, model)))
         return series
 
     def observe(self, o: Outcome) -> None:
-        requests, e2e, ttft, itl, prompt, completion, cost, energy = self._series(o)
+        (requests, e2e, ttft, itl, queue, met, missed, prompt, completion, cost,
+         energy) = self._series(o)
         requests.inc()
         e2e.observe(o.latency_s)
         if o.ttft_s is not None:
             ttft.observe(o.ttft_s)
             if o.pool == "interactive" and o.status == 200:
-                met = "met" if o.ttft_s <= self.slo_ttft_s else "missed"
-                self.slo.labels(o.pool, o.model or "-", met).inc()
+                (met if o.ttft_s <= self.slo_ttft_s else missed).inc()
         if o.tpot_s is not None:
             itl.observe(o.tpot_s)
         queue_wait = getattr(o, "queue_wait_s", None)   # set by the scheduler, when there is one
         if queue_wait is not None:
-            self.queue.labels(o.pool, o.model or "-").observe(queue_wait)
+            queue.observe(queue_wait)
         if o.classify_s is not None:
-            self.classifier.observe(o.classify_s)
+            self._classifier.observe(o.classify_s)
         if o.prompt_tokens or o.completion_tokens:
             prompt.inc(o.prompt_tokens)
             completion.inc(o.completion_tokens)
@@ -135,9 +148,21 @@ class Metrics:
             self.fallbacks.labels(o.pool, reason).inc()
         if o.usage_anomaly is not None:
             self.usage_anomalies.labels(o.model or "-", o.usage_anomaly).inc()
+        if self._flush_timer is None:
+            with contextlib.suppress(RuntimeError):   # no event loop: flushed at collect()
+                self._flush_timer = asyncio.get_running_loop().call_later(FLUSH_S, self.flush)
+
+    def flush(self) -> None:
+        """Hand the pending updates to prometheus_client (gateway/metric_batch.py)."""
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        for pending in self._pending:
+            pending.flush()
 
     def collect(self) -> Iterable[Metric]:
         """The counted families, summed over all workers when there are several."""
+        self.flush()
         if os.environ.get(MULTIPROC_ENV):
             registry = CollectorRegistry()
             MultiProcessCollector(registry)

@@ -54,9 +54,18 @@ def log_files(data_dir: str | Path) -> list[Path]:
     return [*rotated, base] if base.exists() else rotated
 
 
+def _epoch(stamp: Any) -> float:
+    """Epoch seconds (the JSON log's form) or ISO 8601 (written from a TTY session)."""
+    if isinstance(stamp, int | float):
+        return float(stamp)
+    try:
+        return datetime.fromisoformat(str(stamp)).timestamp()
+    except ValueError:
+        return 0.0
+
+
 def read_events(files: list[Path], since: datetime) -> Iterator[dict[str, Any]]:
-    # The timestamps are ISO 8601 in UTC, all the same shape: they compare as strings.
-    cutoff = since.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    cutoff = since.timestamp()
     for path in files:
         with open(path, "rb") as f:
             for line in f:
@@ -64,7 +73,7 @@ def read_events(files: list[Path], since: datetime) -> Iterator[dict[str, Any]]:
                     event = orjson.loads(line)
                 except orjson.JSONDecodeError:
                     continue   # a line cut by a crash
-                if event.get("event") == EVENT and str(event.get("timestamp", "")) >= cutoff:
+                if event.get("event") == EVENT and _epoch(event.get("timestamp")) >= cutoff:
                     yield event
 
 
@@ -84,7 +93,7 @@ class Row:
     failed: int = 0
     refused: int = 0
     cost_usd: float = 0.0
-    energy_j: float = 0.0
+    energy_j: float | None = None       # None: no model of these requests has energy figures
     escalated: int = 0
     fell_back: int = 0
     ttft: list[float] = field(default_factory=list)
@@ -101,7 +110,8 @@ class Row:
         else:
             self.refused += 1
         self.cost_usd += float(e.get("cost_usd") or 0)
-        self.energy_j += float(e.get("energy_j") or 0)
+        if e.get("energy_j") is not None:
+            self.energy_j = (self.energy_j or 0.0) + float(e["energy_j"])
         self.escalated += bool(e.get("escalations"))
         self.fell_back += bool(e.get("fallbacks"))
 
@@ -112,7 +122,8 @@ class Row:
             "completed": done, "failed": self.failed, "refused": self.refused,
             "cost_usd": round(self.cost_usd, 9),
             "cost_per_completed_usd": round(self.cost_usd / done, 9) if done else None,
-            "energy_per_completed_j": round(self.energy_j / done, 3) if done else None,
+            "energy_per_completed_j": (round(self.energy_j / done, 3)
+                                       if done and self.energy_j is not None else None),
             "ttft_p50_s": _quantile(self.ttft, 0.50), "ttft_p95_s": _quantile(self.ttft, 0.95),
             "escalation_rate": round(self.escalated / self.requests, 4),
             "fallback_rate": round(self.fell_back / self.requests, 4),

@@ -158,7 +158,11 @@ class RequestLog:
         self.prompts = config.prompts
         stream = stderr or sys.stderr.buffer
         tty = stream.isatty() if tty is None else tty
-        processors: list[Any] = [structlog.processors.TimeStamper(fmt="iso", utc=True)]
+        # The Outcome is expanded by the first processor: passing its ~30 fields
+        # as keyword arguments through structlog's layers cost 8 us a request.
+        # JSON gets epoch seconds (cheaper to make and to compare); people get ISO.
+        stamp = structlog.processors.TimeStamper(fmt="iso" if tty else None, utc=True)
+        processors: list[Any] = [_expand, stamp]
         if tty:
             # Console lines for people, and still JSON in the file for the report.
             self.writer = BatchedWriter([_stream_sink(stream)])
@@ -187,11 +191,7 @@ class RequestLog:
         return cls(config, file)
 
     def completed(self, o: Outcome) -> None:
-        fields = {name: getattr(o, name) for name in _FIELDS}  # asdict() deep-copies: slow
-        fields["key_id"] = o.key
-        if self.prompts and o.prompt is not None:
-            fields["prompt"] = o.prompt
-        self._log.info(EVENT, **fields)
+        self._log.info(EVENT, outcome=o, prompts=self.prompts)
 
     def close(self) -> None:
         self.writer.flush()
@@ -199,6 +199,17 @@ class RequestLog:
             self._file_writer.flush()
         if self.file is not None:
             self.file.close()
+
+
+def _expand(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    """The Outcome's fields into the event (``asdict()`` deep-copies: slower)."""
+    o: Outcome = event.pop("outcome")
+    for name in _FIELDS:
+        event[name] = getattr(o, name)
+    event["key_id"] = o.key
+    if event.pop("prompts") and o.prompt is not None:
+        event["prompt"] = o.prompt
+    return event
 
 
 def _tee(buffered: BatchedWriter) -> Callable[..., dict[str, Any]]:

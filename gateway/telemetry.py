@@ -51,5 +51,7 @@ class Telemetry:
         return self.metrics.render(live) if self.metrics is not None else b""
 
     def close(self) -> None:
+        if self.metrics is not None:
+            self.metrics.flush()
         if self.log is not None:
             self.log.close()

@@ -32,6 +32,8 @@ ROUTEGATE_VARIANTS: dict[str, tuple[str, dict]] = {
     "routegate": ("info", {}),
     "routegate-quiet": ("warning", {}),
     "routegate-nobudget": ("warning", {"budget": {"enabled": False}}),
+    # Request log and metrics off: what telemetry costs is routegate minus this.
+    "routegate-nolog": ("info", {"logging": {"requests": False}, "metrics": {"enabled": False}}),
 }
 
 

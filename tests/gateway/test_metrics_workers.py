@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import httpx
 import yaml
 
+from gateway.metrics import FLUSH_S
 from tests.support import TEST_KEY, base_config, run_gateway, run_simulator
 
 REQUESTS = 40
@@ -30,5 +32,6 @@ def test_scrapes_sum_all_workers() -> None:
         data_dir = Path(yaml.safe_load(gw.config_path.read_text())["data_dir"])
         pids = {p.stem.rsplit("_", 1)[1] for p in (data_dir / "metrics").glob("counter_*.db")}
         assert len(pids) == 2, f"both workers should have counted: {pids}"
+        time.sleep(FLUSH_S + 0.5)   # each worker hands its counts over once a second
         totals = {_requests_total(httpx.get(gw.url + "/metrics").text) for _ in range(6)}
         assert totals == {REQUESTS}

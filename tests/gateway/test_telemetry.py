@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import re
 import threading
@@ -16,6 +17,9 @@ import httpx
 import pytest
 import yaml
 
+from core.config import LoggingConfig
+from gateway.outcome import Outcome
+from gateway.request_log import LogFile, RequestLog
 from tests.support import OTHER_KEY, TEST_KEY, base_config, run_gateway, run_simulator
 
 ADMIN_KEY = "sk-admin-telemetry-test-0123456789"
@@ -161,3 +165,37 @@ def test_metrics_are_complete_and_bounded(traced: tuple) -> None:
     assert re.search(r'routegate_ttft_seconds_bucket\{[^}]*le="120.0"', text)
     labels = set(re.findall(r'[{,](\w+)="', text))
     assert not labels & {"key", "key_id", "request_id", "trace_id"}, labels
+
+
+def _log(tmp_path: Path, tty: bool, **config: object) -> tuple[RequestLog, io.BytesIO]:
+    stderr = io.BytesIO()
+    file = LogFile(tmp_path / "logs" / "requests.jsonl", 1 << 20, 1)
+    return RequestLog(LoggingConfig(**config), file, stderr=stderr, tty=tty), stderr  # type: ignore[arg-type]
+
+
+def _done(**kw: object) -> Outcome:
+    return Outcome("req_1", team="search", key="ci-key", model="small", reason="cheapest-fit",
+                   prompt=[{"role": "user", "content": PROMPT}], **kw)  # type: ignore[arg-type]
+
+
+def test_console_on_a_tty_json_otherwise(tmp_path: Path) -> None:
+    log, stderr = _log(tmp_path, tty=True)
+    log.completed(_done())
+    log.close()
+    console = stderr.getvalue().decode()
+    assert "request.completed" in console and not console.lstrip().startswith("{")
+    [line] = (tmp_path / "logs" / "requests.jsonl").read_text().splitlines()
+    assert json.loads(line)["key_id"] == "ci-key"
+    log, stderr = _log(tmp_path / "plain", tty=False)
+    log.completed(_done())
+    log.close()
+    assert json.loads(stderr.getvalue())["event"] == "request.completed"
+
+
+def test_prompts_only_when_opted_in(tmp_path: Path) -> None:
+    log, stderr = _log(tmp_path, tty=False)
+    log.completed(_done())
+    log, opted = _log(tmp_path / "opted", tty=False, prompts=True)
+    log.completed(_done())
+    assert PROMPT not in stderr.getvalue().decode()
+    assert json.loads(opted.getvalue())["prompt"][0]["content"] == PROMPT
