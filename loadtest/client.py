@@ -169,7 +169,8 @@ async def replay(target: Target, trace: list[TraceRequest], limits: RunLimits, *
             results.append(res)
             task = asyncio.create_task(send_one(session, target, body, res))
             tasks.add(task)
-            task.add_done_callback(lambda t: (tasks.discard(t), bar.update(1)))
+            task.add_done_callback(tasks.discard)
+            task.add_done_callback(lambda _: bar.update(1))
         await _drain(tasks, limits.grace_s)
     bar.close()
     for res in results:

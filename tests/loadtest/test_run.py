@@ -1,0 +1,44 @@
+"""A short bounded run against a real gateway on the simulated demo fleet."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+from loadtest.client import RunLimits, Target
+from loadtest.fleet import energy_table, fleet_config, gateway_process
+from loadtest.report import markdown_table, write_report
+from loadtest.run import BookKeeping, measure_run
+from loadtest.stats import Slo
+from loadtest.traces import merge, mix_trace, with_pool
+
+SLOS = {"interactive": Slo(0.45, 0.04), "batch": None}
+
+
+def test_bounded_run_reports_latency_goodput_and_books(tmp_path: Path) -> None:
+    config = fleet_config("cheapest", tmp_path)
+    trace = merge(mix_trace("chat", rps=6, duration_s=3, seed=1),
+                  with_pool(mix_trace("chat", rps=2, duration_s=3, seed=2), "batch"))
+    with gateway_process(config, tmp_path / "gw") as gw:
+        started = time.monotonic()
+        row = asyncio.run(measure_run(
+            Target(gw.url, gw.keys), trace, RunLimits(duration_s=3, grace_s=8), SLOS,
+            books=BookKeeping(gw.keys, energy_table(config)), progress=False,
+            gateway_cpu=gw.cpu_seconds))
+        assert time.monotonic() - started < 15
+    inter, batch = row["pools"]["interactive"], row["pools"]["batch"]
+    assert inter["completed"] == inter["sent"] > 5 and batch["completed"] == batch["sent"] > 0
+    assert inter["models"] == {"small": inter["completed"]}      # cheapest: all on small
+    assert inter["ttft_ms"]["p50"] > 0 and inter["goodput_rps"] > 0
+    # The books: the gateway billed every request, per pool's team, with energy.
+    assert row["cost_per_completed_usd"] > 0 and row["energy_per_completed_j"] > 0
+    assert row["books"]["interactive"]["billed_requests"] == inter["completed"]
+    assert row["cpu_share"]["gateway_cpu"] > 0
+    report = {"runs": [{"scenario": "run", "policy": "cheapest", "offered_rps": 6.0,
+                        "batch_rps": 2.0, **row}], "slo": {"ttft_ms": 450, "tpot_ms": 40}}
+    paths = write_report(report, tmp_path / "out")
+    assert {p.name for p in paths} == {"report.json", "ttft_cdf.png", "routing_mix.png"}
+    assert "_results" not in json.loads((tmp_path / "out" / "report.json").read_text())["runs"][0]
+    assert "| run | cheapest | 6 |" in markdown_table(report)
