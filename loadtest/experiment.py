@@ -1,7 +1,7 @@
 """``routegate loadtest experiment``: two scenarios on the simulated demo fleet.
 
     routegate loadtest experiment --quick --out /tmp/lt      # about 2.5 minutes
-    routegate loadtest experiment --out docs/loadtest        # the full sweep
+    routegate loadtest experiment --out docs/loadtest        # the full sweep, about 7 min
 
 - ``load_sweep``: each policy in ``POLICIES`` as the offered interactive load
   rises past saturation (one gateway per policy, load points in rising order);
@@ -48,9 +48,8 @@ class Plan:
     max_output: int = 256
 
 
-QUICK = Plan(loads=[6, 14, 24], window_s=8, grace_s=7, mixed_rps=6, batch_rps=16)
-FULL = Plan(loads=[4, 8, 12, 16, 20, 28], window_s=30, grace_s=12, mixed_rps=6,
-            batch_rps=16)
+QUICK = Plan(loads=[6, 14, 24], window_s=6, grace_s=6, mixed_rps=6, batch_rps=16)
+FULL = Plan(loads=[4, 8, 12, 16, 24], window_s=15, grace_s=8, mixed_rps=6, batch_rps=16)
 
 
 def interactive_trace(plan: Plan, rps: float) -> list[TraceRequest]:

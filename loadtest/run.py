@@ -24,7 +24,7 @@ from loadtest.prompts import PromptBuilder
 from loadtest.stats import Slo, summarize
 from loadtest.traces import TraceRequest
 
-SETTLE_WAIT_S = 1.0      # settles are batched for a few ms; reservations expire on their own
+SETTLE_WAIT_S = 0.5      # settles are batched for a few ms; reservations expire on their own
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,21 @@ def _unique_keys(keys: dict[str, str]) -> dict[str, str]:
     return {pool: key for key, pool in seen.items()}
 
 
-def _costs(delta: dict[str, Any], completed: dict[str, int], energy: dict[str, float] | None,
-           ) -> dict[str, Any]:
+def _per_completed(total: float | None, done: int, digits: int) -> float | None:
+    return round(total / done, digits) if total is not None and done else None
+
+
+def _costs(delta: dict[str, Any], pools: dict[str, dict[str, Any]],
+           energy: dict[str, float] | None) -> dict[str, Any]:
+    """Run totals and, into each pool's figures, that pool's cost and energy per completed."""
     per_pool = {pool: spend(d, energy) for pool, d in delta.items()}
+    for pool, books in per_pool.items():
+        if pool in pools and len(per_pool) > 1:
+            done = pools[pool]["completed"]
+            pools[pool]["cost_usd"] = books["cost_usd"]
+            pools[pool]["cost_per_completed_usd"] = _per_completed(books["cost_usd"], done, 8)
+            pools[pool]["energy_per_completed_j"] = _per_completed(books["energy_j"], done, 2)
+    completed = {p: s["completed"] for p, s in pools.items()}
     cost = sum(p["cost_usd"] for p in per_pool.values())
     joules = [p["energy_j"] for p in per_pool.values() if p["energy_j"] is not None]
     done = sum(completed.values())
@@ -78,8 +90,7 @@ async def measure_run(target: Target, trace: list[TraceRequest], limits: RunLimi
         await asyncio.sleep(SETTLE_WAIT_S)
         after = await ledgers(target.url, keys)
         delta = {pool: ledger_delta(before[pool], after[pool]) for pool in keys}
-        completed = {p: s["completed"] for p, s in row["pools"].items()}
-        row.update(_costs(delta, completed, books.energy_j_per_token if books else None))
+        row.update(_costs(delta, row["pools"], books.energy_j_per_token if books else None))
     row["_results"] = results   # for the plots; dropped before report.json is written
     return row
 

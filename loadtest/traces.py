@@ -8,8 +8,8 @@
 A trace is a list of ``TraceRequest`` sorted by arrival (seconds from the
 start of the run). The Azure traces (Splitwise, ISCA 2024; CC-BY 4.0) are
 read from ``../shared/datasets/traces/`` and never copied into the repo.
-Scaling keeps their burstiness: inter-arrival gaps are divided by
-offered/mean rate, so a burst stays a burst at any load.
+Scaling keeps their burstiness: a window of consecutive requests is
+stretched or squeezed to the run's length, so a burst stays a burst at any load.
 """
 
 from __future__ import annotations
@@ -64,25 +64,24 @@ def load_azure(name: str, directory: Path = TRACES_DIR) -> tuple[TraceRequest, .
 
 def scale(rows: Iterable[TraceRequest], rps: float, duration_s: float, *,
           offset: int = 0, max_output: int = MAX_OUTPUT_TOKENS) -> list[TraceRequest]:
-    """Rows from ``offset`` on, their gaps compressed so that they arrive at ``rps``
-    on average, cut at ``duration_s``. Wraps around when the trace runs out."""
+    """``rps * duration_s`` consecutive rows from ``offset`` on (wrapping around),
+    their arrivals stretched or compressed so that they fill the window: the
+    offered load is exactly ``rps`` and the trace's burstiness within it is kept."""
     rows = list(rows)
-    if rps <= 0 or duration_s <= 0 or len(rows) < 2:
+    n = round(rps * duration_s)
+    if n <= 0 or len(rows) < 2:
         return []
     span = rows[-1].t - rows[0].t
-    factor = rps / ((len(rows) - 1) / span)
-    out: list[TraceRequest] = []
-    now, i = 0.0, offset % len(rows)
-    while len(out) < 10 * rps * duration_s + 10:
-        row = rows[i]
-        nxt = rows[(i + 1) % len(rows)]
-        out.append(replace(row, t=now, output_tokens=min(row.output_tokens, max_output)))
-        gap = nxt.t - row.t if nxt.t >= row.t else span / len(rows)
-        now += gap / factor
-        if now >= duration_s:
-            break
-        i = (i + 1) % len(rows)
-    return out
+    picked, t, prev = [], 0.0, None
+    for k in range(n + 1):     # one past the window: its arrival marks the window's end
+        row = rows[(offset + k) % len(rows)]
+        if prev is not None:   # wrapping around adds one mean gap
+            t += row.t - prev.t if row.t >= prev.t else span / len(rows)
+        picked.append((t, row))
+        prev = row
+    factor = duration_s / picked[-1][0] if picked[-1][0] > 0 else 0.0
+    return [replace(row, t=at * factor, output_tokens=min(row.output_tokens, max_output))
+            for at, row in picked[:-1]]
 
 
 def azure_trace(name: str, rps: float, duration_s: float, *, offset: int = 0,
