@@ -63,8 +63,10 @@ class Responder(Protocol):
 
 async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
                      read_body: Callable[[], Awaitable[bytes]], *, caller: Caller | None = None,
-                     pool: str | None = None) -> Outcome:
-    o = Outcome(new_request_id(), client_request_id(headers.get("x-request-id")))
+                     pool: str | None = None, request_id: str | None = None) -> Outcome:
+    """``request_id``: a stable id for work that may run again (a batch line
+    after a crash), so its settle is idempotent; live requests get a fresh one."""
+    o = Outcome(request_id or new_request_id(), client_request_id(headers.get("x-request-id")))
     started = time.perf_counter()
     attempts, bill = Attempts(), Bill()
     try:
@@ -86,6 +88,8 @@ async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
         await _fail(out, o, INTERNAL)
     finally:
         o.attempts, o.escalations = attempts.count, attempts.escalations or None
+        if o.model is None and attempts.model is not None:
+            o.model = attempts.model.name      # a failed request is counted under its last try
         o.fallbacks = attempts.fallback_reasons or None
         o.latency_s = time.perf_counter() - started
         await settle(gw, o, attempts, bill)
@@ -159,12 +163,14 @@ class CollectedAnswer:
         return await work
 
 
-async def run_chat_line(gw: AppState, caller: Caller, body: dict, *, pool: str = "batch"
-                        ) -> tuple[int, bytes]:
+async def run_chat_line(gw: AppState, caller: Caller, body: dict, *, pool: str = "batch",
+                        request_id: str | None = None) -> tuple[int, bytes]:
     """One non-streamed chat request through the same pipeline as a live one.
 
     Returns (HTTP status, JSON body): the chat.completion, or OpenAI's error
-    object. Never raises for a request's own failure.
+    object. Never raises for a request's own failure. A line that runs again
+    with the same ``request_id`` (its first run's result was lost) is not
+    billed again.
     """
     body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
 
@@ -172,5 +178,5 @@ async def run_chat_line(gw: AppState, caller: Caller, body: dict, *, pool: str =
         return orjson.dumps(body)
 
     answer = CollectedAnswer()
-    await serve_chat(gw, answer, {}, read_body, caller=caller, pool=pool)
+    await serve_chat(gw, answer, {}, read_body, caller=caller, pool=pool, request_id=request_id)
     return answer.status, answer.body

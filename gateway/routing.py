@@ -149,6 +149,8 @@ class Router:
         # candidate, unless every model is out: then all are tried.
         healthy = [c for c in fitting if self._available(c.name)] or fitting
         decision = replace(self.auto_policy.choose(ctx, healthy), pool=pool)
+        if decision.confidence is None and ctx.confidence is not None:
+            decision = replace(decision, confidence=round(ctx.confidence, 4))
         decision = climb(decision, healthy, self.config.escalation,
                          max_attempts=self.config.routing.max_attempts)
         if decision.slo is None:

@@ -45,7 +45,8 @@ async def readyz(request: Request) -> Response:
     results = await asyncio.gather(gw.redis_ready(), *(gw.backends[n].ready() for n in names))
     redis_ok, upstreams = results[0], dict(zip(names, results[1:], strict=True))
     ok = redis_ok and any(upstreams.values())
-    body = {"status": "ok" if ok else "unavailable", "redis": redis_ok, "upstreams": upstreams}
+    body = {"status": "ok" if ok else "unavailable", "redis": redis_ok, "upstreams": upstreams,
+            "breakers": {name: b.state for name, b in gw.breakers.items()}}
     return _json(body, 200 if ok else 503, request)
 
 
