@@ -11,6 +11,7 @@ long the rest may queue (``gateway/scheduler.py``).
           batch_wait_s: 120
           batch_reserve: 0.25       # share of the slots batch may never take
           batch_backoff: 0.6        # batch waits once predicted interactive TTFT > 0.6 x SLO
+          interactive_lifo_after_s: 0.2   # a standing queue serves its newest first
 """
 
 from __future__ import annotations
@@ -35,3 +36,7 @@ class SchedulerConfig(BaseModel):
     # once instead of waiting for a batch answer to finish (seconds, not ms).
     batch_reserve: float = Field(default=0.25, ge=0, lt=1)
     batch_backoff: float = Field(default=0.6, gt=0, le=1)
+    # Once the oldest interactive waiter has queued this long, the newest goes
+    # first (gateway/scheduler.py, adaptive LIFO); at interactive_wait_s or
+    # more the queue stays first come, first served.
+    interactive_lifo_after_s: float = Field(default=0.2, ge=0)

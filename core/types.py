@@ -56,6 +56,7 @@ class LiveStats:
     admitted: int = 0                  # scheduler slots held, all pools
     queued: int = 0                    # interactive requests waiting in the scheduler
     queued_batch: int = 0              # batch requests waiting in the scheduler
+    lifo: bool = False                 # the interactive queue serves its newest first
     capacity: int = 16                 # the scheduler's concurrency limit
     batch_slowdown: float = 0.04       # TPOT grows by this share per extra sequence
     error_rate: float = 0.0            # EWMA of failed attempts
@@ -136,7 +137,8 @@ class LiveStats:
         """Queue wait + (backlog ahead + this prompt) / the learned prefill rate."""
         rate = self.prefill_tokens_per_s or default_prefill
         prefill = (self.backlog(rate, time.monotonic()) + prompt_tokens) / rate
-        return self.queue_wait_s(self.queued, fallback_slot_s) + prefill
+        ahead = 0 if self.lifo else self.queued
+        return self.queue_wait_s(ahead, fallback_slot_s) + prefill
 
     def predicted_tpot_s(self, default: float) -> float:
         """TPOT follows concurrency: the measured one, rescaled from the load it

@@ -20,7 +20,8 @@ The rules, in order:
 - At most ``model.max_concurrency`` requests run (``scheduler.max_concurrency``
   per replica, default ``simulate.max_batch``, else 64).
 - Interactive is admitted first: a freed slot goes to the oldest interactive
-  waiter, and only then to batch.
+  waiter (the newest once the queue is standing: adaptive LIFO), and only
+  then to batch.
 - Batch fills what is left, and backs off: never the last ``batch_reserve``
   of the slots, never while an interactive request waits, and never when
   the interactive TTFT predicted with this batch prompt admitted (queue wait
@@ -74,11 +75,12 @@ class Ticket:
 
 
 class Waiter:
-    __slots__ = ("future", "prompt_tokens")
+    __slots__ = ("future", "prompt_tokens", "since")
 
     def __init__(self, future: asyncio.Future[Ticket], prompt_tokens: int) -> None:
         self.future = future
         self.prompt_tokens = prompt_tokens
+        self.since = time.monotonic()
 
 
 class Lane:
@@ -107,6 +109,7 @@ class PoolScheduler:
         self.lanes = {"interactive": self.interactive, "batch": self.batch}
         self.batch_limit = max(1, math.floor(self.max_concurrency * (1 - cfg.batch_reserve)))
         self.backoff_ttft_s = cfg.batch_backoff * slo_ttft_s
+        self.lifo_after_s = cfg.interactive_lifo_after_s
         sim = model.simulate
         # Until the first answers teach it, the prefill rate is the simulator's
         # knob (or a mid-size GPU's); it is learned online from then on.
@@ -189,6 +192,8 @@ class PoolScheduler:
         self.batch.queued = len(self.batch.waiters)
         self.stats.queued = self.interactive.queued
         self.stats.queued_batch = self.batch.queued
+        # A standing queue serves newcomers first: they wait for a slot, not the queue.
+        self.stats.lifo = bool(self.interactive.waiters) and self._standing()
 
     def release(self, ticket: Ticket, *, failed: BaseException | None = None,
                 ttft_s: float | None = None) -> None:
@@ -221,15 +226,25 @@ class PoolScheduler:
             lane = self.interactive if self.interactive.waiters else self.batch
             if not lane.waiters:
                 break
-            waiter = lane.waiters[0]
-            if waiter.future.done():          # gave up; removed by its own task soon
+            newest = lane is self.interactive and self._standing()
+            waiter = lane.waiters[-1] if newest else lane.waiters[0]
+            if not waiter.future.done():      # else it gave up: drop it
+                if lane is self.batch and not self._batch_room(waiter.prompt_tokens):
+                    break
+                waiter.future.set_result(self._admit(lane, waiter.prompt_tokens))
+            if newest:
+                lane.waiters.pop()
+            else:
                 lane.waiters.popleft()
-                continue
-            if lane is self.batch and not self._batch_room(waiter.prompt_tokens):
-                break
-            lane.waiters.popleft()
-            waiter.future.set_result(self._admit(lane, waiter.prompt_tokens))
         self._count_queues()
+
+    def _standing(self) -> bool:
+        """Adaptive LIFO (as in Facebook's "Fail at scale"): once the oldest
+        interactive waiter has queued ``interactive_lifo_after_s``, the queue is
+        standing, and serving it in order would make every answer late. The
+        newest waiter goes first then: it can still meet the SLO, and the
+        oldest reach their deadline (503, retry-after) instead."""
+        return time.monotonic() - self.interactive.waiters[0].since > self.lifo_after_s
 
     def finished(self, ticket: Ticket, completion: Completion) -> Completion:
         self.release(ticket, ttft_s=completion.ttft_s)

@@ -199,3 +199,26 @@ def test_a_stream_dropped_without_close_gives_its_slot_back() -> None:
         gc.collect()
         assert s.active == 0
     run(body)
+
+
+def test_a_standing_queue_serves_its_newest_first() -> None:
+    async def body() -> None:
+        s = scheduler(limit=1, interactive_lifo_after_s=0.0)   # any queue counts as standing
+        held = await s.acquire("interactive", 0, 1.0)
+        order: list[int] = []
+
+        async def one(n: int) -> None:
+            t = await s.acquire("interactive", 0, 5.0)
+            order.append(n)
+            await asyncio.sleep(0)
+            s.release(t)
+
+        tasks = []
+        for n in range(3):
+            tasks.append(asyncio.create_task(one(n)))
+            await settle()
+        assert s.stats.lifo                       # predictions know newcomers go first
+        s.release(held)
+        await asyncio.gather(*tasks)
+        assert order == [2, 1, 0]
+    run(body)
