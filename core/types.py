@@ -43,9 +43,9 @@ class LiveStats:
     error rate). The router reads the predictions.
 
     Nothing here goes through Redis: every gateway process schedules its own
-    admissions, so what it predicts from is what it admitted. A fleet of
-    gateway replicas in front of one upstream must each be given its share
-    of ``max_concurrency`` (see README, "Pools and SLOs").
+    admissions, so what it predicts from is what it admitted. Only the number
+    of live gateway replicas does (``gateway/scheduler_fleet.py``, one round
+    trip a second), so that each admits its share of ``max_concurrency``.
     """
 
     ttft_s: float | None = None        # EWMA of time to first token

@@ -18,7 +18,8 @@ it, lets interactive requests go first and batch work fill what is left.
 The rules, in order:
 
 - At most ``model.max_concurrency`` requests run (``scheduler.max_concurrency``
-  per replica, default ``simulate.max_batch``, else 64).
+  per replica, default ``simulate.max_batch``, else 64), split among the
+  gateway processes in front of it (``gateway/scheduler_fleet.py``).
 - Interactive is admitted first: a freed slot goes to the oldest interactive
   waiter (the newest once the queue is standing: adaptive LIFO), and only
   then to batch.
@@ -102,11 +103,13 @@ class PoolScheduler:
         cfg = model.scheduler
         self.name = model.name
         self.stats = stats
+        self.configured = model.max_concurrency    # for all gateway replicas together
         self.max_concurrency = model.max_concurrency
         self.active = 0
         self.interactive = Lane("interactive", cfg.interactive_queue, cfg.interactive_wait_s)
         self.batch = Lane("batch", cfg.batch_queue, cfg.batch_wait_s)
         self.lanes = {"interactive": self.interactive, "batch": self.batch}
+        self.batch_reserve = cfg.batch_reserve
         self.batch_limit = max(1, math.floor(self.max_concurrency * (1 - cfg.batch_reserve)))
         self.backoff_ttft_s = cfg.batch_backoff * slo_ttft_s
         self.lifo_after_s = cfg.interactive_lifo_after_s
@@ -116,6 +119,15 @@ class PoolScheduler:
         self.default_prefill = sim.prefill_tokens_per_s if sim else DEFAULT_PREFILL_TOKENS_PER_S
         stats.capacity = self.max_concurrency
         stats.batch_slowdown = sim.batch_slowdown if sim else DEFAULT_BATCH_SLOWDOWN
+
+    def share(self, replicas: int) -> None:
+        """Admit this replica's share of the model's concurrency, when ``replicas``
+        gateway processes front it (``gateway/scheduler_fleet.py``)."""
+        self.max_concurrency = max(1, math.ceil(self.configured / replicas))
+        self.batch_limit = max(1, math.floor(self.max_concurrency * (1 - self.batch_reserve)))
+        self.stats.capacity = self.max_concurrency
+        if self.interactive.waiters or self.batch.waiters:
+            self._wake()
 
     async def acquire(self, pool: str, prompt_tokens: int, timeout: float) -> Ticket:
         """A slot for one upstream call: at once if free, else after queueing.

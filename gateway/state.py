@@ -31,6 +31,7 @@ from gateway.batch_runner import BatchService, open_batch_service
 from gateway.breaker import Breaker
 from gateway.routing import Router
 from gateway.scheduler import PoolScheduler, build_schedulers
+from gateway.scheduler_fleet import FleetShare
 from gateway.telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -98,6 +99,9 @@ class AppState:
         state.budget = BudgetStore(redis.client, config.budget, replica_id=state.replica_id,
                                    data_dir=data_dir, scripts_client=redis.scripts)
         state.spawn(state.budget.run_reconciler())
+        # The gateway replicas split each model's max_concurrency among themselves.
+        state.spawn(FleetShare(redis.client, config.budget.key_prefix, state.replica_id,
+                               schedulers).run())
         state.batch = await open_batch_service(state)
         # Open a few pooled connections now rather than in the first burst.
         await asyncio.gather(*(state.budget.ping() for _ in range(8)), return_exceptions=True)
