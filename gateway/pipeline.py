@@ -133,6 +133,9 @@ async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat:
     try:
         sent_all = await out.send_stream(relay.events(), headers)
     finally:
+        # The relay closes the upstream stream as it ends; if sending failed
+        # before it ever started, nobody else would (closing twice is a no-op).
+        await result.aclose()
         bill.reported, bill.relayed_chunks = result.usage, relay.chunks
         o.ttft_s, o.tpot_s = result.ttft_s or None, result.tpot_s
     if not sent_all:
