@@ -84,6 +84,7 @@ class Features:
     indices: np.ndarray  # int64 bucket ids in [0, N_HASH)
     values: np.ndarray  # float32, same length as indices
     dense: np.ndarray  # float32, shape (N_DENSE,)
+    n_words: int = 0  # indices[:n_words] are word unigrams, the next n_words - 1 bigrams
 
 
 def bounded_window(text: str) -> str:
@@ -143,15 +144,15 @@ def _ngram_hashes(raw: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int]]:
     return np.concatenate([words ^ _SALT_UNIGRAM, bigrams, grams]), counts
 
 
-def _ngram_features(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _ngram_features(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     if raw.size < 4:  # too short for any byte 4-gram; tokens alone carry nothing useful
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), 0
     hashes, counts = _ngram_hashes(raw)
     buckets = ((hashes * _KNUTH) & _MASK32) >> np.uint64(32 - HASH_BITS)
     # 1/sqrt(n) per occurrence within each block: a long prompt does not get a
     # larger dot product just for having more n-grams, yet repeats count more.
     scales = np.array([1.0 / math.sqrt(c) if c else 0.0 for c in counts], dtype=np.float32)
-    return buckets.astype(np.int64), np.repeat(scales, counts)
+    return buckets.astype(np.int64), np.repeat(scales, counts), counts[0]
 
 
 def dense_features(
@@ -192,6 +193,6 @@ def featurize(
     window = bounded_window(text)
     lowered = window.lower()
     raw = np.frombuffer(lowered.encode("utf-8", "replace"), dtype=np.uint8)
-    indices, values = _ngram_features(raw)
+    indices, values, n_words = _ngram_features(raw)
     dense = dense_features(text, lowered, raw, n_messages, (has_tools, has_response_format))
-    return Features(indices=indices, values=values, dense=dense)
+    return Features(indices=indices, values=values, dense=dense, n_words=n_words)

@@ -1,0 +1,106 @@
+"""A domain-free prior on difficulty, and how much training evidence backs the learned part.
+
+    shape = shape_features(text)                   # size and shape of the request only
+    prior = shape @ prior_w + prior_b              # fitted at training, see ``fit_prior``
+    weight = closeness(n_seen_bigrams(feats, seen), reference)
+    d = prior + weight * (learned - prior)
+
+The learned difficulty is a function of n-grams fitted on benchmark questions.
+A prompt with little in common with them (a greeting, a one-line chat
+question) gives it almost no evidence, and its value is then noise around
+the training mean; such prompts get the prior instead. ``closeness`` is the
+number of the prompt's word bigrams whose hash bucket occurs in at least
+``MIN_DOCS`` training prompts, relative to a low quantile of the same count
+over the training prompts: a count (not a share), because "what is the
+capital" is made of common bigrams, yet five common bigrams say little.
+The same weight scales ``confidence``, so low confidence means "far from
+the training data" and escalation on it has a signal.
+
+The prior is fitted within each (source, task) of the training data: task
+means are removed from both sides before the ridge fit, so it learns only
+how difficulty moves with size and shape inside a task (longer, more
+numbers, more operators: harder), which is what carries over to a task the
+model has never seen. Its intercept puts it at the learned mean.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+import numpy as np
+from sklearn.linear_model import Ridge
+
+from classifiers.features import Features, bounded_window
+
+MIN_DOCS = 2  # a bucket seen in one training prompt only says nothing general
+PRIOR_ALPHA = 1.0
+
+SHAPE_NAMES: tuple[str, ...] = (
+    "log_tokens", "log_numbers", "log_operators", "questions", "log_sentences",
+    "log_requests", "code_fence", "log_lines",
+)
+_NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)?")
+_SENTENCE_RE = re.compile(r"[.!?。？！](?:\s|$)")
+_OPERATORS = "=+*/^<>"
+# Stems that ask for a long, reasoned answer rather than a short fact.
+_REQUEST_STEMS = (
+    "prove", "proof", "derive", "show that", "design", "implement", "explain",
+    "step by step", "in detail", "trade-off", "algorithm", "concurren", "optimi",
+    "justify", "analy", "why ",
+)
+
+
+def shape_features(text: str) -> np.ndarray:
+    """Size and shape of the request, no benchmark vocabulary; bounded cost."""
+    lowered = bounded_window(text).lower()
+    return np.asarray((
+        math.log1p(len(text) / 4.0) / 8.0,
+        math.log1p(len(_NUMBER_RE.findall(lowered))) / 4.0,
+        math.log1p(sum(map(lowered.count, _OPERATORS))) / 4.0,
+        min(lowered.count("?"), 10) / 10.0,
+        math.log1p(len(_SENTENCE_RE.findall(lowered))) / 4.0,
+        math.log1p(sum(map(lowered.count, _REQUEST_STEMS))) / 2.0,
+        float("```" in lowered),
+        math.log1p(lowered.count("\n")) / 5.0,
+    ), dtype=np.float64)
+
+
+def bigram_buckets(feats: Features) -> np.ndarray:
+    """Hash buckets of the word bigrams of featurized text (see ``Features.n_words``)."""
+    n = feats.n_words
+    return feats.indices[n:2 * n - 1] if n > 1 else feats.indices[:0]
+
+
+def n_seen_bigrams(feats: Features, seen: np.ndarray) -> int:
+    """How many of the prompt's distinct bigram buckets the training data has seen."""
+    return int(np.count_nonzero(seen[np.unique(bigram_buckets(feats))]))
+
+
+def closeness(n_seen: int, reference: float) -> float:
+    """1 at or above ``reference`` seen bigrams, falling linearly to 0 with none."""
+    return min(1.0, n_seen / reference) if reference > 0 else 1.0
+
+
+def seen_buckets(bigrams: Sequence[np.ndarray], n_buckets: int) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket seen in >= MIN_DOCS prompts, each prompt's seen count excluding itself)."""
+    unique = [np.unique(b) for b in bigrams]
+    docs = np.zeros(n_buckets, dtype=np.int32)
+    for buckets in unique:
+        docs[buckets] += 1
+    # A training prompt's own occurrence does not count as evidence for it.
+    own = np.asarray([np.count_nonzero(docs[b] - 1 >= MIN_DOCS) for b in unique])
+    return docs >= MIN_DOCS, own
+
+
+def fit_prior(shape: np.ndarray, learned: np.ndarray, groups: Sequence[str]) -> tuple[np.ndarray, float]:
+    """(weights, intercept): within-group ridge of the learned difficulty on shape."""
+    x, y = shape.copy(), learned.astype(np.float64).copy()
+    labels = np.asarray(groups)
+    for group in np.unique(labels):
+        mask = labels == group
+        x[mask] -= x[mask].mean(axis=0)
+        y[mask] -= y[mask].mean()
+    coef = Ridge(alpha=PRIOR_ALPHA, fit_intercept=False).fit(x, y).coef_.astype(np.float64)
+    return coef, float(learned.mean() - shape.mean(axis=0) @ coef)
