@@ -17,6 +17,7 @@ from classifiers import features
 from classifiers.complexity import ARTIFACT_FORMAT
 from classifiers.dataset import FAMILIES, PRICED_SOURCE, SKILLS, Row
 from classifiers.design import SKILL_SHIFT, fold_for_skills, prompt_matrix
+from classifiers.prior import bigram_buckets, closeness, fit_prior, seen_buckets, shape_features
 from classifiers.training import TrainConfig, fit_weights
 
 # Reference for ``PromptScore.difficulty``: the cheapest priced training model.
@@ -51,8 +52,27 @@ def _offset_table(w: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
     return keys, np.vstack(rows)
 
 
+def _prior_arrays(rows: Sequence[Row], learned: np.ndarray,
+                  quantile: float) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Prior weights, seen bigram buckets and reference count; the training d(x) after shrinking."""
+    shape = np.vstack([shape_features(row.prompt) for row in rows])
+    prior_w, prior_b = fit_prior(shape, learned, [f"{row.source}|{row.task}" for row in rows])
+    seen, own = seen_buckets([bigram_buckets(features.featurize(row.prompt)) for row in rows],
+                             features.N_HASH)
+    reference = float(np.quantile(own, quantile))
+    weight = np.asarray([closeness(int(n), reference) for n in own])
+    prior = shape @ prior_w + prior_b
+    arrays = {"prior_w": prior_w, "prior_b": np.asarray([prior_b]),
+              "seen_bits": np.packbits(seen), "seen_reference": np.asarray([reference])}
+    return arrays, prior + weight * (learned - prior)
+
+
 def build_artifact(rows: Sequence[Row], cfg: TrainConfig, seed: int):
-    w = fit_weights(rows, cfg, seed)
+    return assemble_artifact(rows, fit_weights(rows, cfg, seed), cfg, seed)
+
+
+def assemble_artifact(rows: Sequence[Row], w: dict[str, np.ndarray], cfg: TrainConfig, seed: int):
+    """Arrays and metadata from fitted weights (reusable across prior settings)."""
     matrix = prompt_matrix([row.prompt for row in rows])
     logit, mix = _prompt_parts(w, matrix.hashed, matrix.dense)
     keys, offset_w = _offset_table(w)
@@ -62,7 +82,13 @@ def build_artifact(rows: Sequence[Row], cfg: TrainConfig, seed: int):
     # theta - d + o == (theta - mean_d + c + s * mean_d) - (d - mean_d) + (o' - c), where
     # o' is o with the centred logit in the mix, as inference computes it (s: slope weight).
     theta = w["theta"] - mean_logit + centers[n_fam:] + offset_w[n_fam:, -1] * mean_logit
-    centred = logit - mean_logit
+    # The average training model's offset belongs to the prompt's difficulty (a model
+    # with no family must see that GPQA is harder than GSM8K); offsets become
+    # deviations from it, so every training model's prediction is unchanged.
+    mean_w, mean_c = offset_w[n_fam:].mean(axis=0), float(centers[n_fam:].mean())
+    mix[:, -1] -= mean_logit
+    learned = logit - mean_logit - (mix @ mean_w - mean_c)
+    prior_arrays, final = _prior_arrays(rows, learned, cfg.closeness_quantile)
     model_keys = [str(k) for k in w["model_keys"]]
     arrays = {
         "hash_w": w["hash_w"],
@@ -71,13 +97,16 @@ def build_artifact(rows: Sequence[Row], cfg: TrainConfig, seed: int):
         "skill_hash_w": w["skill_hash_w"],
         "skill_dense_w": w["skill_dense_w"],
         "skill_bias": w["skill_bias"],
-        "offset_w": offset_w,
-        "offset_center": centers,
+        "offset_w": offset_w - mean_w,
+        "offset_center": centers - mean_c,
+        "mean_offset_w": mean_w,
+        "mean_offset_center": np.asarray([mean_c]),
+        **prior_arrays,
         "offset_keys": np.asarray(keys),
         "model_keys": np.asarray(model_keys),
         "ability": 1.0 / (1.0 + np.exp(-theta)),
     }
-    meta = _meta(cfg, seed, centred, theta[_weak_index(model_keys, theta)])
+    meta = _meta(cfg, seed, final, theta[_weak_index(model_keys, theta)])
     return arrays, meta
 
 

@@ -21,8 +21,14 @@ The model is item response theory with skill interactions:
   of each training model (e.g. ``gemma-2-9b-it``), whose entry also holds
   that model's own deviation from its family.
 
-Inference is two sparse dot products (difficulty, skill logits) and a small
-dense matrix-vector product; no scikit-learn at request time.
+``score.logit`` includes the average training model's offset, and where the
+prompt has fewer seen word bigrams than a typical training prompt it is
+shrunk toward a prior on the size and shape of the request; ``confidence``
+falls with that distance (``classifiers/prior.py``).
+
+Inference is two sparse dot products (difficulty, skill logits), a small
+dense matrix-vector product and a bit-set look-up of the prompt's bigrams;
+no scikit-learn at request time.
 """
 
 from __future__ import annotations
@@ -38,8 +44,11 @@ import numpy as np
 from classifiers import features
 from classifiers.artifact import read_npz
 from classifiers.length import message_text
+from classifiers.prior import closeness, n_seen_bigrams, shape_features
 
-ARTIFACT_FORMAT = "routegate-complexity-v2"  # v2: offsets also take d(x)
+# v3: d(x) holds the average model's offset and is shrunk toward a shape prior
+# where the training data has little evidence (``classifiers/prior.py``).
+ARTIFACT_FORMAT = "routegate-complexity-v3"
 DEFAULT_ARTIFACT = Path(__file__).resolve().parent / "artifacts" / "complexity.npz"
 # The last user turn says what is asked now; earlier turns are context. Keep
 # the whole conversation but put the last user turn at the head of the window.
@@ -50,7 +59,8 @@ _CONTEXT_SEPARATOR = "\n\n"
 class PromptScore:
     difficulty: float  # in [0,1]; P(the weak reference model fails), see ComplexityModel
     logit: float  # d(x); 0 = average training prompt
-    confidence: float  # in [0,1]; sqrt(|2 P(weak correct) - 1| * max skill posterior)
+    confidence: float  # in [0,1]; closeness to the training data (classifiers/prior.py)
+    #                    times sqrt(|2 P(weak correct) - 1| * max skill posterior)
     tier: str  # "easy" | "medium" | "hard" (training-data tertiles of logit)
     family_offsets: dict[str, float]  # interaction term per family / known model name
 
@@ -86,6 +96,12 @@ class ComplexityModel:
         self._offset_keys = [str(k) for k in arrays["offset_keys"]]
         self._abilities = dict(zip([str(k) for k in arrays["model_keys"]],
                                    arrays["ability"].astype(float), strict=True))
+        self._mean_offset_w = arrays["mean_offset_w"].astype(np.float64)
+        self._mean_offset_center = float(arrays["mean_offset_center"][0])
+        self._prior_w = arrays["prior_w"].astype(np.float64)
+        self._prior_b = float(arrays["prior_b"][0])
+        self._seen = np.unpackbits(arrays["seen_bits"]).astype(bool)
+        self._seen_reference = float(arrays["seen_reference"][0])
         self._tiers = tuple(meta["tier_cuts"])
         self._weak_logit = float(meta["weak_logit"])
 
@@ -96,7 +112,11 @@ class ComplexityModel:
         return cls(arrays, meta)
 
     def raw_parts(self, feats: features.Features) -> tuple[float, np.ndarray, np.ndarray]:
-        """(logit, skill posterior, offsets per key) of featurized text."""
+        """(learned logit, skill posterior, offsets per key) of featurized text.
+
+        The learned logit includes the average training model's offset, and
+        the offsets are deviations from it (``classifiers/build.py``).
+        """
         values = feats.values
         logit = float(self._hash_w[feats.indices] @ values) + float(self._dense_w @ feats.dense)
         logit += self._bias
@@ -105,21 +125,29 @@ class ComplexityModel:
         skill = np.exp(skill + self._skill_bias - np.max(skill + self._skill_bias))
         skill /= skill.sum()
         mix = np.concatenate([skill, feats.dense, [logit]])
-        return logit, skill, self._offset_w @ mix - self._offset_center
+        average_offset = float(self._mean_offset_w @ mix) - self._mean_offset_center
+        return logit - average_offset, skill, self._offset_w @ mix - self._offset_center
+
+    def shrunk_logit(self, text: str, feats: features.Features, learned: float) -> tuple[float, float]:
+        """(d(x), closeness): the learned logit shrunk toward the shape prior."""
+        prior = float(self._prior_w @ shape_features(text)) + self._prior_b
+        weight = closeness(n_seen_bigrams(feats, self._seen), self._seen_reference)
+        return prior + weight * (learned - prior), weight
 
     def score(self, text: str, *, n_messages: int = 1, has_tools: bool = False,
               has_response_format: bool = False) -> PromptScore:
         """Score one prompt; cost is bounded whatever the length of ``text``."""
         feats = features.featurize(text, n_messages=n_messages, has_tools=has_tools,
                                    has_response_format=has_response_format)
-        logit, skill, offsets = self.raw_parts(feats)
+        learned, skill, offsets = self.raw_parts(feats)
+        logit, weight = self.shrunk_logit(text, feats, learned)
         p_weak = _sigmoid(self._weak_logit - logit)
         low, high = self._tiers
         tier = "easy" if logit < low else "hard" if logit >= high else "medium"
         return PromptScore(
             difficulty=1.0 - p_weak,
             logit=logit,
-            confidence=math.sqrt(abs(2.0 * p_weak - 1.0) * float(skill.max())),
+            confidence=weight * math.sqrt(abs(2.0 * p_weak - 1.0) * float(skill.max())),
             tier=tier,
             family_offsets=dict(zip(self._offset_keys, offsets.tolist(), strict=True)),
         )

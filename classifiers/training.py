@@ -73,6 +73,9 @@ class TrainConfig:
     ridge_alpha: float = 10.0
     pair_c: float = 1.0
     max_iter: int = 500
+    # Training quantile of seen-bigram counts at which the learned difficulty gets full
+    # weight; below it, d(x) is shrunk toward the shape prior (classifiers/prior.py).
+    closeness_quantile: float = 0.5
 
 
 def skill_labels(rows: Sequence[Row]) -> np.ndarray:

@@ -70,10 +70,12 @@ def test_score_messages_flattens_parts_and_counts_depth(model):
 
 def test_family_offsets_keep_the_shared_difficulty_slope(model):
     """Only exact training-model keys carry their own slope on d(x) (the last
-    offset column); a config model known by family alone keeps slope 1, so its
-    P(correct) still falls as prompts get harder."""
+    offset column). Offsets are deviations from the average training model,
+    whose slope d(x) already holds, so a family row's slope column is minus
+    that average: a config model known by family alone keeps slope 1, and
+    its P(correct) still falls as prompts get harder."""
     keys = model._offset_keys
-    slope = model._offset_w[:, -1]
-    assert all(slope[keys.index(f)] == 0.0 for f in FAMILIES)
+    slope = model._offset_w[:, -1] + model._mean_offset_w[-1]
+    assert all(slope[keys.index(f)] == pytest.approx(0.0) for f in FAMILIES)
     assert any(abs(slope[i]) > 1e-3 for i in range(len(FAMILIES), len(keys)))
     assert all(s < 1.0 for s in slope)  # every model's P(correct) falls with difficulty

@@ -42,14 +42,23 @@ def route():
     return choose
 
 
-# Issue 12's target, not met by the shipped artifact: it sends 9 of the 10 trivial
-# prompts to medium and 5 of the 8 hard ones to medium (a prior + coverage shrink
-# was tried and not shipped: it cost the in-distribution bar; see PROVENANCE.md).
-@pytest.mark.xfail(reason="issue 12: everyday prompts are not separated yet", strict=False)
+# Issue 12's target, met for the hard prompts but not for the trivial ones: the
+# v3 artifact sends 6 of the 8 hard prompts to large (v2: 3) but only 2 of the 10
+# trivial ones to small (v2: 1). Short chat questions have too few bigrams for
+# the learned value and get the shape prior, about -0.2 to -0.6: easier than an
+# average benchmark prompt, not easy enough for the demo's small model to reach
+# the team's target (see PROVENANCE.md, "Issue 12").
+@pytest.mark.xfail(reason="issue 12: trivial prompts are not separated yet", strict=False)
 @pytest.mark.parametrize("case", [c for c in PROMPTS if c["tier"] != "medium"],
                          ids=lambda c: c["prompt"][:40])
 def test_trivial_go_small_and_hard_go_large(route, case) -> None:
     assert route(case["prompt"]) == case["tier"]
+
+
+def test_hard_prompts_mostly_go_large(route) -> None:
+    """A regression guard for what the prior and the average offset achieved."""
+    chosen = [route(c["prompt"]) for c in PROMPTS if c["tier"] == "large"]
+    assert chosen.count("large") >= 6 and "small" not in chosen, chosen
 
 
 def test_medium_prompts_sit_between(route) -> None:
