@@ -21,7 +21,7 @@ from loadtest.run import latencies  # noqa: E402
 def _sweep(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     by_policy: dict[str, list[dict[str, Any]]] = {}
     for run in report["runs"]:
-        if run["scenario"] == "load_sweep":
+        if run["scenario"] in ("load_sweep", "run"):   # run: a --ramp of loads
             by_policy.setdefault(run["policy"], []).append(run)
     return {p: sorted(rows, key=lambda r: r["offered_rps"]) for p, rows in by_policy.items()}
 

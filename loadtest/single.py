@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,8 @@ def make_trace(spec: str, rps: float, duration_s: float, max_output: int, pool: 
     if spec in ("conv", "code"):
         trace = azure_trace(spec, rps, duration_s, max_output=max_output)
     elif spec.startswith("mix:"):
-        trace = mix_trace(spec[4:], rps, duration_s)
+        trace = [replace(r, output_tokens=min(r.output_tokens, max_output))
+                 for r in mix_trace(spec[4:], rps, duration_s)]
     else:
         trace = read_jsonl(spec)
     return with_pool(trace, pool) if pool != "interactive" else trace
