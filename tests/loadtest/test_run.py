@@ -39,6 +39,7 @@ def test_bounded_run_reports_latency_goodput_and_books(tmp_path: Path) -> None:
     report = {"runs": [{"scenario": "run", "policy": "cheapest", "offered_rps": 6.0,
                         "batch_rps": 2.0, **row}], "slo": {"ttft_ms": 450, "tpot_ms": 40}}
     paths = write_report(report, tmp_path / "out")
-    assert {p.name for p in paths} == {"report.json", "ttft_cdf.png", "routing_mix.png"}
+    assert {p.name for p in paths} == {"report.json", "goodput_vs_load.png", "ttft_cdf.png",
+                                       "routing_mix.png"}
     assert "_results" not in json.loads((tmp_path / "out" / "report.json").read_text())["runs"][0]
     assert "| run | cheapest | 6 |" in markdown_table(report)
