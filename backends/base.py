@@ -70,6 +70,31 @@ class ChunkStream(Protocol):
     async def aclose(self) -> None: ...
 
 
+class WrappedStream:
+    """A ``ChunkStream`` around another one: what the upstream reported
+    (usage, timings) is the wrapped stream's. Subclasses change iteration,
+    buffering or closing."""
+
+    def __init__(self, stream: ChunkStream) -> None:
+        self._stream = stream
+
+    @property
+    def usage(self) -> Usage | None:
+        return self._stream.usage
+
+    @property
+    def ttft_s(self) -> float:
+        return self._stream.ttft_s
+
+    @property
+    def tpot_s(self) -> float | None:
+        return self._stream.tpot_s
+
+    @property
+    def buffered(self) -> bool:
+        return self._stream.buffered
+
+
 class Backend(Protocol):
     name: str
     stats: LiveStats

@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from backends.base import ChunkStream
+from backends.base import ChunkStream, WrappedStream
 from backends.sse import SSEEvent
-from core.types import Usage
 
 
 def _token_logprobs(logprobs: Any) -> list[float]:
@@ -73,11 +72,11 @@ def stream_message(events: list[SSEEvent]) -> tuple[dict[str, Any], str | None, 
     return message, finish, logprobs
 
 
-class HeldStream:
+class HeldStream(WrappedStream):
     """A stream read to its end and replayed: a ``ChunkStream`` that never waits."""
 
     def __init__(self, stream: ChunkStream, events: list[SSEEvent]) -> None:
-        self._stream = stream
+        super().__init__(stream)
         self.events = events
         self.chunks = sum(e.has_tokens for e in events)
 
@@ -104,18 +103,6 @@ class HeldStream:
                     if isinstance(c, dict):
                         c["logprobs"] = None
                 self.events[i] = SSEEvent.from_data(event.data or {})
-
-    @property
-    def usage(self) -> Usage | None:
-        return self._stream.usage
-
-    @property
-    def ttft_s(self) -> float:
-        return self._stream.ttft_s
-
-    @property
-    def tpot_s(self) -> float | None:
-        return self._stream.tpot_s
 
     @property
     def buffered(self) -> bool:

@@ -50,9 +50,10 @@ from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
+from backends.base import WrappedStream
 from core.config import GatewayConfig, ModelConfig
 from core.errors import GatewayError, RateLimited, ServiceUnavailable
-from core.types import LiveStats, Usage
+from core.types import LiveStats
 
 if TYPE_CHECKING:
     from backends.base import ChunkStream, Completion
@@ -272,30 +273,14 @@ def _counts_as_failure(exc: BaseException) -> bool:
     return isinstance(exc, GatewayError) and exc.retryable
 
 
-class ScheduledStream:
+class ScheduledStream(WrappedStream):
     """A ``ChunkStream`` that holds its scheduler slot until it is closed."""
 
     def __init__(self, scheduler: PoolScheduler, ticket: Ticket, stream: ChunkStream) -> None:
+        super().__init__(stream)
         self._scheduler = scheduler
         self._ticket = ticket
-        self._stream = stream
         self._failed: BaseException | None = None
-
-    @property
-    def usage(self) -> Usage | None:
-        return self._stream.usage
-
-    @property
-    def ttft_s(self) -> float:
-        return self._stream.ttft_s
-
-    @property
-    def tpot_s(self) -> float | None:
-        return self._stream.tpot_s
-
-    @property
-    def buffered(self) -> bool:
-        return self._stream.buffered
 
     async def __aiter__(self) -> AsyncIterator[SSEEvent]:
         try:
