@@ -35,6 +35,7 @@ from pydantic import (
 from core.batch_config import BatchSettings
 from core.budget_config import BudgetSettings, Limits
 from core.escalation_config import BreakerConfig, EscalationConfig
+from core.otel_config import OtelConfig
 from core.scheduler_config import DEFAULT_MAX_CONCURRENCY, SchedulerConfig
 
 PoolName = Literal["interactive", "batch"]
@@ -253,6 +254,7 @@ class GatewayConfig(Strict):
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     metrics: MetricsConfig = MetricsConfig()
     logging: LoggingConfig = LoggingConfig()
+    otel: OtelConfig = OtelConfig()           # optional traces (gateway/otel.py)
 
     @model_validator(mode="after")
     def _cross_references(self) -> GatewayConfig:

@@ -36,6 +36,7 @@ from core.errors import GatewayError, ServiceUnavailable, UpstreamRateLimited, U
 from gateway.answers import HeldStream
 from gateway.attempts import AnswerCheck, Attempt, Attempts
 from gateway.features import RequestFeatures
+from gateway.otel import NO_SPAN, Span
 from gateway.request import ChatRequest
 from policies import Decision
 
@@ -63,7 +64,7 @@ def upstream_payload(chat: ChatRequest, model: ModelConfig, check: AnswerCheck |
 
 async def call_with_fallback(
     gw: AppState, chat: ChatRequest, decision: Decision, features: RequestFeatures,
-    request_id: str, attempts: Attempts, check: AnswerCheck | None = None,
+    request_id: str, attempts: Attempts, check: AnswerCheck | None = None, span: Span = NO_SPAN,
 ) -> Completion | ChunkStream:
     chain = (decision.model, *decision.fallbacks)
     deadline = time.monotonic() + gw.config.escalation.deadline_s
@@ -74,14 +75,16 @@ async def call_with_fallback(
             logger.info("request %s: skipping %s (breaker open or resting)", request_id, name)
             continue
         model = attempts.model = gw.models[name]
+        attempt_span = span.child("upstream.attempt", name)
         call = UpstreamCall(request_id, upstream_payload(chat, model, check),
                             features.prompt_tokens(model.tokenizer),
                             gw.router.predicted_quality(model, features),
-                            chat.trace.upstream_headers(request_id))
+                            attempt_span.upstream_headers(chat.trace, request_id))
         try:
             result = await _attempt(gw, chat, model, call, check, deadline, decision.pool)
         except GatewayError as exc:
             _note_failure(gw, name, exc)
+            attempt_span.end(exc.code or "error", failed=True)
             attempts.tried.append(Attempt(model, exc.code or "error"))
             if not exc.retryable or not gw.config.routing.fallback:
                 raise
@@ -91,6 +94,7 @@ async def call_with_fallback(
             continue
         gw.breakers[name].record(ok=True)
         verdict = _judge(result, check)
+        attempt_span.end(verdict or "ok")
         if verdict is None or n == len(chain):
             attempts.tried.append(Attempt(model, verdict or "ok"))
             return _strip_logprobs(result, check)

@@ -29,6 +29,7 @@ from gateway.dispatch import call_with_fallback
 from gateway.features import measure
 from gateway.ids import client_request_id, new_request_id
 from gateway.ladder import LOW_CONFIDENCE
+from gateway.otel import NO_SPAN, Span
 from gateway.outcome import Outcome
 from gateway.pools import request_pool
 from gateway.pricing import pool_rate
@@ -69,14 +70,15 @@ async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
     o = Outcome(request_id or new_request_id(), client_request_id(headers.get("x-request-id")))
     started = time.perf_counter()
     attempts, bill = Attempts(), Bill()
+    span = gw.tracer.start_request(headers)     # NO_SPAN unless otel.endpoint is set
     try:
         caller = caller or gw.keyring.authenticate(headers.get("authorization"))
         o.team, o.key = caller.team.name, caller.key_id
         o.pool = pool or request_pool(caller, headers)
         chat = parse_chat_request(await read_body(), headers)
-        o.stream, o.trace_id = chat.stream, chat.trace.trace_id
+        o.stream, o.trace_id = chat.stream, span.trace_id or chat.trace.trace_id
         o.prompt = chat.messages if gw.config.logging.prompts else None
-        await _serve(gw, out, o, caller, chat, attempts, bill)
+        await _serve(gw, out, o, caller, chat, attempts, bill, span)
     except ClientGone:
         o.status, o.error_code = 499, "client_closed_request"
     except GatewayError as exc:
@@ -92,31 +94,38 @@ async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
             o.model = attempts.model.name      # a failed request is counted under its last try
         o.fallbacks = attempts.fallback_reasons or None
         o.latency_s = time.perf_counter() - started
+        stage = span.child("settle")
         await settle(gw, o, attempts, bill)
+        stage.end()
+        span.finish(o)
         gw.telemetry.request_completed(o)
     return o
 
 
 async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat: ChatRequest,
-                 attempts: Attempts, bill: Bill) -> None:
+                 attempts: Attempts, bill: Bill, span: Span = NO_SPAN) -> None:
+    stage = span.child("classify")
     features = await measure(chat, gw.router.encodings,
                              gw.classifier if gw.router.needs_score(chat) else None)
     decision = gw.router.choose(chat, caller, features, pool=o.pool,
                                 soft_limited=gw.soft_limited(caller))
+    stage.end()
     o.reason, o.predicted_quality = decision.reason, decision.predicted_quality
     o.classify_s = features.classify_s
     o.confidence, o.slo = decision.confidence, decision.slo
     bill.rate = pool_rate(gw.config, o.pool)
     check = AnswerCheck.for_request(gw.config.escalation, chat)
+    stage = span.child("reserve")
     bill.reservation = await reserve_budget(gw, caller, o.request_id, chat, decision, features,
                                             bill.rate, every_attempt_bills=check is not None)
+    stage.end()
     if bill.reservation is not None and bill.reservation.soft_limited:
         o.budget = "soft-limit"
     bill.features, bill.max_tokens = features, chat.max_tokens
     if decision.reason == LOW_CONFIDENCE:
         attempts.escalations.append(LOW_CONFIDENCE)
     result = await out.until_gone(call_with_fallback(gw, chat, decision, features, o.request_id,
-                                                     attempts, check))
+                                                     attempts, check, span))
     model = attempts.model
     assert model is not None
     o.model = model.name

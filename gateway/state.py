@@ -29,6 +29,7 @@ from core.config import GatewayConfig, ModelConfig
 from gateway.auth import Caller, KeyRing
 from gateway.batch_runner import BatchService, open_batch_service
 from gateway.breaker import Breaker
+from gateway.otel import NOOP, Tracer, start_tracer
 from gateway.routing import Router
 from gateway.scheduler import PoolScheduler, build_schedulers
 from gateway.scheduler_fleet import FleetShare
@@ -76,6 +77,7 @@ class AppState:
     replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     # Admission per model (gateway/scheduler.py), on the backends' LiveStats.
     schedulers: dict[str, PoolScheduler] = field(default_factory=dict)
+    tracer: Tracer = NOOP      # OpenTelemetry spans (gateway/otel.py): NOOP unless otel.endpoint
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -83,6 +85,7 @@ class AppState:
 
     @classmethod
     async def start(cls, config: GatewayConfig, config_path: str | None = None) -> AppState:
+        tracer = start_tracer(config.otel)  # first: a missing SDK stops us before anything opens
         backends = build_backends(config)
         breakers = {m.name: Breaker(config.breaker) for m in config.models}
         classifier = await asyncio.to_thread(load_classifier, config.routing.classifier)
@@ -95,7 +98,8 @@ class AppState:
         state = cls(config=config, keyring=KeyRing.from_config(config), breakers=breakers,
                     schedulers=schedulers,
                     backends=backends, router=router, telemetry=Telemetry.start(config),
-                    classifier=classifier, redis=redis, config_path=config_path)
+                    classifier=classifier, redis=redis, config_path=config_path,
+                    tracer=tracer)
         state.budget = BudgetStore(redis.client, config.budget, replica_id=state.replica_id,
                                    data_dir=data_dir, scripts_client=redis.scripts)
         state.spawn(state.budget.run_reconciler())
@@ -122,6 +126,7 @@ class AppState:
         for backend in self.backends.values():
             await backend.aclose()
         self.telemetry.close()
+        await self.tracer.aclose()
         if self.redis is not None:
             await self.redis.close()
 
