@@ -86,7 +86,8 @@ def test_report_of_a_running_gateway() -> None:
         fast = rows[("test", "fast")]
         assert (fast["requests"], fast["completed"], fast["failed"]) == (3, 3, 0)
         assert fast["cost_per_completed_usd"] > 0
-        assert rows[("test", "-")]["failed"] == 1     # no model answered
+        broken = rows[("test", "broken")]              # failed: counted under the model tried
+        assert (broken["requests"], broken["completed"], broken["failed"]) == (1, 0, 1)
         teams = {t["team"]: t for t in report["teams"]}
         assert teams["test"]["spent_today_usd"] > 0      # from Redis
         table = _report(gw.config_path).stdout
