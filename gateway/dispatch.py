@@ -41,6 +41,7 @@ from gateway.request import ChatRequest
 from policies import Decision
 
 if TYPE_CHECKING:
+    from gateway.scheduler import PoolScheduler, Ticket
     from gateway.state import AppState
 
 logger = logging.getLogger("routegate.dispatch")
@@ -116,25 +117,38 @@ async def call_with_fallback(
 async def _attempt(gw: AppState, chat: ChatRequest, model: ModelConfig, call: UpstreamCall,
                    check: AnswerCheck | None, deadline: float, pool: str = "interactive"
                    ) -> Completion | ChunkStream:
-    backend = gw.backends[model.name]
     # A slot on the model (gateway/scheduler.py), held until the answer is read
     # or, for a stream, until it is closed; every other way out frees it here.
     scheduler = gw.schedulers[model.name]
     ticket = await scheduler.acquire(pool, call.prompt_tokens, deadline - time.monotonic())
     try:
-        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-            if not chat.stream:
-                return scheduler.finished(ticket, await backend.complete(call))
-            stream = scheduler.holding(ticket, await backend.stream(call))
-            if check is None or not check.hold_streams:
-                return stream
-            return await HeldStream.hold(stream)
+        # The request's deadline binds only when it is nearer than the call's own
+        # bound (total_s, or first_byte_s for a stream) or a held stream is read
+        # to its end: only then is a timer set (one per request costs throughput).
+        left = deadline - time.monotonic()
+        own = model.timeouts.first_byte_s if chat.stream else model.timeouts.total_s
+        if left >= own and check is None:
+            return await _call(gw, chat, model, call, check, scheduler, ticket)
+        async with asyncio.timeout(max(0.0, left)):
+            return await _call(gw, chat, model, call, check, scheduler, ticket)
     except BaseException as exc:
         scheduler.release(ticket, failed=exc)
         if isinstance(exc, TimeoutError):
             raise UpstreamTimeout("The request's deadline (escalation.deadline_s) passed "
                                   f"before model {model.name} answered.", generating=True) from None
         raise
+
+
+async def _call(gw: AppState, chat: ChatRequest, model: ModelConfig, call: UpstreamCall,
+                check: AnswerCheck | None, scheduler: PoolScheduler, ticket: Ticket
+                ) -> Completion | ChunkStream:
+    backend = gw.backends[model.name]
+    if not chat.stream:
+        return scheduler.finished(ticket, await backend.complete(call))
+    stream = scheduler.holding(ticket, await backend.stream(call))
+    if check is None or not check.hold_streams:
+        return stream
+    return await HeldStream.hold(stream)
 
 
 def _note_failure(gw: AppState, name: str, exc: GatewayError) -> None:

@@ -12,10 +12,10 @@ gateway's, so an upstream's logs can be joined to the client's.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from random import getrandbits  # ids need uniqueness, not secrecy: no syscall per request
 
 from gateway.ids import client_request_id
 
@@ -35,8 +35,8 @@ class TraceContext:
         rid = client_request_id(headers.get("x-request-id"))
         match = _TRACEPARENT.match((headers.get("traceparent") or "").strip().lower())
         if match and match[1] != _ZERO_TRACE and match[2] != _ZERO_SPAN:
-            return cls(match[1], os.urandom(8).hex(), match[3], rid)
-        return cls(os.urandom(16).hex(), os.urandom(8).hex(), "01", rid)
+            return cls(match[1], f"{getrandbits(64):016x}", match[3], rid)
+        return cls(f"{getrandbits(128):032x}", f"{getrandbits(64):016x}", "01", rid)
 
     @property
     def traceparent(self) -> str:
