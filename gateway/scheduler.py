@@ -60,7 +60,6 @@ if TYPE_CHECKING:
     from backends.sse import SSEEvent
 
 DEFAULT_PREFILL_TOKENS_PER_S = 5000.0
-DEFAULT_BATCH_SLOWDOWN = 0.04
 
 
 class Ticket:
@@ -118,8 +117,16 @@ class PoolScheduler:
         # Until the first answers teach it, the prefill rate is the simulator's
         # knob (or a mid-size GPU's); it is learned online from then on.
         self.default_prefill = sim.prefill_tokens_per_s if sim else DEFAULT_PREFILL_TOKENS_PER_S
+        # The prefill backlog is modelled only at a known rate: the simulator's, or
+        # one learned from real answers. A remote model answering non-streamed
+        # requests without server timings teaches none, and a backlog growing at a
+        # guessed rate would predict minutes of TTFT (and stop batch admission).
+        self.rate_known = sim is not None
         stats.capacity = self.max_concurrency
-        stats.batch_slowdown = sim.batch_slowdown if sim else DEFAULT_BATCH_SLOWDOWN
+        # A real upstream's slowdown with concurrency is unknown: its TPOT is what
+        # is measured (an EWMA that already carries the load), not a guess scaled
+        # by concurrency, which flagged every busy request "at-risk".
+        stats.batch_slowdown = sim.batch_slowdown if sim else 0.0
 
     def share(self, replicas: int) -> None:
         """Admit this replica's share of the model's concurrency, when ``replicas``
@@ -157,7 +164,8 @@ class PoolScheduler:
         now = time.monotonic()
         stats = self.stats
         rate = stats.prefill_tokens_per_s or self.default_prefill
-        ahead = stats.add_backlog(prompt_tokens, rate, now)
+        known = self.rate_known or stats.prefill_tokens_per_s is not None
+        ahead = stats.add_backlog(prompt_tokens, rate, now) if known else 0.0
         self.active += 1
         lane.in_flight += 1
         stats.admitted = self.active
