@@ -12,6 +12,7 @@ long the rest may queue (``gateway/scheduler.py``).
           batch_reserve: 0.25       # share of the slots batch may never take
           batch_backoff: 0.6        # batch waits once predicted interactive TTFT > 0.6 x SLO
           interactive_lifo_after_s: 0.2   # a standing queue serves its newest first
+          refuse_late: false        # true: refuse (503) interactive work predicted to be late
 """
 
 from __future__ import annotations
@@ -40,3 +41,10 @@ class SchedulerConfig(BaseModel):
     # first (gateway/scheduler.py, adaptive LIFO); at interactive_wait_s or
     # more the queue stays first come, first served.
     interactive_lifo_after_s: float = Field(default=0.2, ge=0)
+    # On-time admission (after Mooncake's prediction-based early rejection): an
+    # interactive request predicted to queue past the pool's TTFT SLO is refused
+    # at once (503 ``slo_unreachable``, retry-after), and one that has waited the
+    # SLO gives up then (503 ``queue_timeout``). Past saturation, a late answer
+    # holds a slot for seconds that an on-time one needed. Off by default: a
+    # late answer can be better than none, and the client may not retry.
+    refuse_late: bool = False

@@ -33,6 +33,10 @@ The rules, in order:
   that waited its pool's ``*_wait_s`` (or the request's deadline) is refused
   (503 ``queue_timeout``). Both carry ``retry-after``. Neither is retried on
   another model: the router already steers away from queues it can see.
+- With ``scheduler.refuse_late``, interactive work is admitted only on time:
+  a request whose predicted TTFT (the waiters ahead of it, first come first
+  served, + the prefill backlog) passes the SLO is refused at once (503
+  ``slo_unreachable``), and a waiter gives up once it has queued the SLO.
 
 The uncontended path is a few attribute checks and one small object: no
 task, no future. Counts a metrics exporter can read as plain attributes:
@@ -60,6 +64,7 @@ if TYPE_CHECKING:
     from backends.sse import SSEEvent
 
 DEFAULT_PREFILL_TOKENS_PER_S = 5000.0
+DEFAULT_SLOT_S = 2.0     # how long a slot is held, until answers teach it
 
 
 class Ticket:
@@ -113,6 +118,8 @@ class PoolScheduler:
         self.batch_limit = max(1, math.floor(self.max_concurrency * (1 - cfg.batch_reserve)))
         self.backoff_ttft_s = cfg.batch_backoff * slo_ttft_s
         self.lifo_after_s = cfg.interactive_lifo_after_s
+        self.slo_ttft_s = slo_ttft_s
+        self.refuse_late = cfg.refuse_late
         sim = model.simulate
         # Until the first answers teach it, the prefill rate is the simulator's
         # knob (or a mid-size GPU's); it is learned online from then on.
@@ -141,9 +148,29 @@ class PoolScheduler:
         """A slot for one upstream call: at once if free, else after queueing.
         Raises ``RateLimited`` (queue full) or ``ServiceUnavailable`` (waited too long)."""
         lane = self.batch if pool == "batch" else self.interactive
+        if self.refuse_late and lane is self.interactive:
+            # What is left of the SLO once this prompt is prefilled: the longest wait.
+            timeout = min(timeout, self._refuse_if_late(prompt_tokens))
         if self.active < self.max_concurrency and self._may_start(lane, prompt_tokens):
             return self._admit(lane, prompt_tokens)
         return await self._wait(lane, prompt_tokens, min(timeout, lane.wait_s))
+
+    def _refuse_if_late(self, prompt_tokens: int) -> float:
+        """On-time admission: refuse a request predicted to start past the TTFT
+        SLO (queue wait + prefill backlog + its prompt); else the longest it may
+        queue. The wait is the first-come-first-served one even when the queue
+        serves its newest first: LIFO changes who is late, not how late the
+        queue is on average, and a newcomer served first makes a waiter late."""
+        stats = self.stats
+        rate = stats.prefill_tokens_per_s or self.default_prefill
+        prefill = (stats.backlog(rate, time.monotonic()) + prompt_tokens) / rate
+        wait = stats.queue_wait_s(self.interactive.queued, DEFAULT_SLOT_S)
+        if wait + prefill > self.slo_ttft_s:
+            raise ServiceUnavailable(
+                f"Model {self.name} cannot start this request within the "
+                f"{self.slo_ttft_s * 1000:.0f} ms TTFT SLO (predicted {wait + prefill:.2f} s).",
+                code="slo_unreachable", headers=self._retry_after(self.interactive))
+        return self.slo_ttft_s - prefill
 
     def _may_start(self, lane: Lane, prompt_tokens: int) -> bool:
         if lane is self.interactive:
