@@ -3,12 +3,14 @@ latency SLO; and the live predictions they are fed."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from core.config import GatewayConfig, parse_config
 from core.types import LiveStats
 from policies import POLICIES, Candidate, RouteContext, get_policy
-from policies.slo import AT_RISK
+from policies.slo import AT_RISK, queued_ttft_s
 
 
 def config() -> GatewayConfig:
@@ -57,6 +59,20 @@ def test_an_unreachable_target_still_prefers_a_model_within_the_slo() -> None:
     cfg = config()
     decision = get_policy("slo_aware", cfg).choose(ctx(0.99), cands(cfg, big=5.0))
     assert decision.slo is None and decision.model != "big"
+
+
+def test_a_standing_queue_counts_its_waiters_when_slo_aware_routing_weighs_a_model() -> None:
+    cfg = config()
+    cs = cands(cfg)
+    # mid: both slots busy and four waiting for ~1 s slots. Its LIFO prediction
+    # (0.1 s: a newcomer goes first) hides the waiters a newcomer would make late.
+    standing = LiveStats(capacity=2, admitted=2, queued=4, lifo=True, slot_s=1.0)
+    cs[1] = replace(cs[1], stats=standing)
+    assert queued_ttft_s(cs[1]) == pytest.approx(0.1 + (5 - 1) * 1.0 / 2)
+    decision = get_policy("slo_aware", cfg).choose(ctx(), cs)
+    assert (decision.model, decision.slo) == ("big", None)      # spilled to where there is room
+    cs[1] = replace(cs[1], stats=LiveStats(capacity=2, admitted=2, queued=4, slot_s=1.0))
+    assert queued_ttft_s(cs[1]) == cs[1].ttft_s                # FIFO: already in the prediction
 
 
 def test_batch_work_has_no_ttft_slo() -> None:
