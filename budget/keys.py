@@ -57,6 +57,9 @@ class Windows:
         return math.floor((60.0 - elapsed) / 60.0 * 10_000) / 10_000
 
 
+_CACHE_MAX = 4096       # teams whose key names are kept ready
+
+
 def _escape(name: str) -> str:
     # Braces would end the hash tag early and scatter a team over slots.
     return name.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
@@ -70,6 +73,10 @@ class KeySpace:
         self._tz = ZoneInfo(timezone)
         self.clock = clock
         self._cached: Windows | None = None
+        self._tags: dict[str, str] = {}
+        # The scripts' KEYS per (team, windows); cleared when the minute turns.
+        self._script_keys: dict[tuple[str, Windows, bool], list[str]] = {}
+        self._keys_minute = -1
 
     @property
     def timezone(self) -> ZoneInfo:
@@ -89,7 +96,12 @@ class KeySpace:
         return self._cached
 
     def tag(self, team: str) -> str:
-        return "{" + self._prefix + ":" + _escape(team) + "}"
+        tag = self._tags.get(team)
+        if tag is None:
+            if len(self._tags) >= _CACHE_MAX:
+                self._tags.clear()
+            tag = self._tags[team] = "{" + self._prefix + ":" + _escape(team) + "}"
+        return tag
 
     def day(self, team: str, day: str) -> str:
         return f"{self.tag(team)}:d:{day}"
@@ -119,15 +131,24 @@ class KeySpace:
         ]
 
     def reserve_keys(self, team: str, w: Windows) -> list[str]:
-        """KEYS of reserve.lua, in its order."""
-        return [*self._shared_keys(team, w), self.override(team),
-                f"{self.tag(team)}:rl:{w.minute - 1}"]
+        """KEYS of reserve.lua, in its order (the caller must not change the list)."""
+        return self._keys_of(team, w, True)
 
     def settle_keys(self, team: str, w: Windows) -> list[str]:
-        """KEYS of settle.lua, in its order."""
+        """KEYS of settle.lua, in its order (the caller must not change the list)."""
+        return self._keys_of(team, w, False)
+
+    def _keys_of(self, team: str, w: Windows, reserve: bool) -> list[str]:
+        cached = self._script_keys.get((team, w, reserve))
+        if cached is not None:
+            return cached
+        if len(self._script_keys) >= _CACHE_MAX or w.minute != self._keys_minute:
+            self._script_keys.clear()
+            self._keys_minute = w.minute
         t = self.tag(team)
-        return [
-            *self._shared_keys(team, w),
-            self.ledger(team, w.day),
-            f"{t}:settled:{w.day}",
-        ]
+        if reserve:
+            keys = [*self._shared_keys(team, w), self.override(team), f"{t}:rl:{w.minute - 1}"]
+        else:
+            keys = [*self._shared_keys(team, w), self.ledger(team, w.day), f"{t}:settled:{w.day}"]
+        self._script_keys[(team, w, reserve)] = keys
+        return keys

@@ -9,12 +9,16 @@ command (pool checkout, retry wrapper, packing), which at two calls per
 request was a third of the gateway's CPU. This client keeps one connection,
 pipelines every call on it (Redis answers in order, so replies pair with a
 FIFO of futures), coalesces the writes of one loop tick into one send, and
-parses with hiredis. Everything else (usage reports, admin, cluster) stays
-on redis-py.
+packs and parses with hiredis. Everything else (usage reports, admin,
+cluster) stays on redis-py.
 
 Failures surface as redis-py's exception types, so the store's fail policy
 treats both clients alike: a dropped connection fails the calls in flight
-with ``ConnectionError`` and the next call reconnects.
+with ``ConnectionError`` and the next call reconnects. Every call is bounded
+by ``call_timeout_s`` with one timer per connection rather than one per call:
+a call left unanswered that long fails every call behind it on the same
+connection (their replies queue behind its own) with ``TimeoutError`` and
+drops the connection.
 """
 
 from __future__ import annotations
@@ -29,25 +33,27 @@ import hiredis
 from redis.connection import parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 CONNECT_TIMEOUT_S = 1.0
+CALL_TIMEOUT_S = 2.0
 
 
 def encode_command(args: tuple[Any, ...] | list[Any]) -> bytes:
-    out = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        data = arg if isinstance(arg, bytes) else str(arg).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(data), data))
-    return b"".join(out)
+    """RESP for one command: str, bytes, int and float arguments (hiredis, in C)."""
+    return hiredis.pack_command(tuple(args))
 
 
 class _RespProtocol(asyncio.Protocol):
-    def __init__(self) -> None:
+    def __init__(self, call_timeout_s: float = CALL_TIMEOUT_S) -> None:
         self.reader = hiredis.Reader()
-        self.pending: deque[asyncio.Future[Any]] = deque()
+        # (future, deadline): Redis answers in order, so the oldest is first.
+        self.pending: deque[tuple[asyncio.Future[Any], float]] = deque()
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self._buffer: list[bytes] = []
+        self._timeout_s = call_timeout_s
+        self._watchdog: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -55,25 +61,48 @@ class _RespProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
         while (reply := self.reader.gets()) is not False:
-            future = self.pending.popleft()
-            if not future.done():  # a caller that timed out has gone
+            future = self.pending.popleft()[0]
+            if not future.done():  # a caller that was cancelled has gone
                 future.set_result(reply)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        error = RedisConnectionError(f"Redis connection lost: {exc or 'closed by server'}")
+        self._fail_all(RedisConnectionError(f"Redis connection lost: {exc or 'closed by server'}"))
+
+    def _fail_all(self, error: Exception) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         while self.pending:
-            future = self.pending.popleft()
+            future = self.pending.popleft()[0]
             if not future.done():
                 future.set_exception(error)
 
     def send(self, payload: bytes) -> asyncio.Future[Any]:
-        future = asyncio.get_running_loop().create_future()
-        self.pending.append(future)
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self.pending.append((future, loop.time() + self._timeout_s))
+        if self._watchdog is None:
+            self._watchdog = loop.call_later(self._timeout_s, self._check)
         if not self._buffer:
-            asyncio.get_running_loop().call_soon(self._flush)
+            loop.call_soon(self._flush)
         self._buffer.append(payload)
         return future
+
+    def _check(self) -> None:
+        """The watchdog: re-armed for the oldest call in flight, or it times out."""
+        self._watchdog = None
+        if not self.pending:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = self.pending[0][1]
+        if deadline > loop.time():
+            self._watchdog = loop.call_at(deadline, self._check)
+            return
+        self.closed = True
+        self._fail_all(RedisTimeoutError(f"Redis did not answer within {self._timeout_s} s"))
+        if self.transport is not None:
+            self.transport.abort()
 
     def _flush(self) -> None:
         data, self._buffer = b"".join(self._buffer), []
@@ -82,8 +111,9 @@ class _RespProtocol(asyncio.Protocol):
 
 
 class PipelinedRedis:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, call_timeout_s: float = CALL_TIMEOUT_S) -> None:
         self._options = parse_url(url)
+        self.call_timeout_s = call_timeout_s   # callers need no timer of their own
         self._protocol: _RespProtocol | None = None
         self._lock = asyncio.Lock()
 
@@ -92,12 +122,14 @@ class PipelinedRedis:
         opts = self._options
         async with asyncio.timeout(CONNECT_TIMEOUT_S):
             if "path" in opts:
-                _, protocol = await loop.create_unix_connection(_RespProtocol, opts["path"])
+                _, protocol = await loop.create_unix_connection(
+                    lambda: _RespProtocol(self.call_timeout_s), opts["path"])
             else:
                 tls = ssl.create_default_context() if "ssl" in str(
                     opts.get("connection_class", "")).lower() else None
                 _, protocol = await loop.create_connection(
-                    _RespProtocol, opts.get("host", "localhost"), opts.get("port", 6379), ssl=tls)
+                    lambda: _RespProtocol(self.call_timeout_s), opts.get("host", "localhost"),
+                    opts.get("port", 6379), ssl=tls)
             setup = []
             if opts.get("password"):
                 setup.append(("AUTH", *filter(None, (opts.get("username"), opts["password"]))))

@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 from budget.keys import (
     DAY_TTL_S,
@@ -27,6 +27,10 @@ from budget.keys import (
 )
 from budget.pricing import usd_to_nano
 from core.budget_config import Limits
+
+# A bound on one script call, on a client that sets none of its own (redis-py
+# with socket timeouts left unset); the pipelined client bounds every call.
+CALL_TIMEOUT_S = 2.0
 
 # Settles of one team and window within this long go to Redis in one call.
 SETTLE_WINDOW_S = 0.002
@@ -73,8 +77,7 @@ def _limit_args(limits: Limits | None) -> tuple[str, ...]:
     return tuple(str(values[f]) if f in values else "" for f in LIMIT_FIELDS)
 
 
-@dataclass(frozen=True)
-class ScopeFigures:
+class ScopeFigures(NamedTuple):   # tuples: built on every reserve, so cheap to build
     """Nano-USD spent in the request's day and month, and outstanding reservations."""
 
     spent_day: int = 0
@@ -82,8 +85,7 @@ class ScopeFigures:
     reserved: int = 0
 
 
-@dataclass(frozen=True)
-class SoftHard:
+class SoftHard(NamedTuple):
     """A scope's effective budget limits in nano-USD (config + overrides); None = unset."""
 
     daily_soft: int | None = None
@@ -104,16 +106,11 @@ class SoftHard:
         return cls(v.get("ds"), v.get("ms"), v.get("dh"), v.get("mh"))
 
 
-def _opt(value: Any) -> int | None:
-    n = int(value)
-    return None if n < 0 else n
-
-
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ReserveReply:
     ok: bool
     limit: str  # "daily" | "monthly" | "rpm" | "tpm" when not ok
@@ -129,18 +126,11 @@ class ReserveReply:
     @classmethod
     def parse(cls, raw: list[Any]) -> ReserveReply:
         n = [int(x) for x in raw[3:]]
-        return cls(
-            ok=int(raw[0]) == 1,
-            limit=_text(raw[1]),
-            scope=_text(raw[2]),
-            current=n[0],
-            limit_value=n[1],
-            team=ScopeFigures(*n[2:5]),
-            key=ScopeFigures(*n[5:8]),
-            team_limits=SoftHard(*(_opt(x) for x in n[8:12])),
-            key_limits=SoftHard(*(_opt(x) for x in n[12:16])),
-            previous=n[16],
-        )
+        lim = [None if x < 0 else x for x in n[8:16]]
+        return cls(int(raw[0]) == 1, _text(raw[1]), _text(raw[2]), n[0], n[1],
+                   ScopeFigures(n[2], n[3], n[4]), ScopeFigures(n[5], n[6], n[7]),
+                   SoftHard(lim[0], lim[1], lim[2], lim[3]),
+                   SoftHard(lim[4], lim[5], lim[6], lim[7]), n[16])
 
 
 @dataclass(frozen=True)
@@ -167,6 +157,7 @@ class BudgetScripts:
         self._ttl_ms = reservation_ttl_s * 1000
         self._reserve = redis.register_script(_lua("reserve.lua"))
         self._settle = redis.register_script(_lua("settle.lua"))
+        self._bounded = getattr(redis, "call_timeout_s", None) is not None
         self._batches: dict[tuple[str, Windows], _SettleBatch] = {}
         self._running: set[asyncio.Task[None]] = set()
 
@@ -185,10 +176,13 @@ class BudgetScripts:
     ) -> ReserveReply:
         args = [request_id, amount, tokens, key_id or "", self._ttl_ms, MINUTE_TTL_S]
         args += [*_limit_args(team_limits), *_limit_args(key_limits), f"{previous_weight:.4f}"]
-        raw = await self._reserve(keys=self._keys.reserve_keys(team, windows), args=args)
-        return ReserveReply.parse(raw)
+        call = self._reserve(keys=self._keys.reserve_keys(team, windows), args=args)
+        if self._bounded:
+            return ReserveReply.parse(await call)
+        async with asyncio.timeout(CALL_TIMEOUT_S):
+            return ReserveReply.parse(await call)
 
-    async def settle(
+    def queue_settle(
         self,
         *,
         request_id: str,
@@ -199,11 +193,12 @@ class BudgetScripts:
         input_tokens: int,
         output_tokens: int,
         cost: int,
-    ) -> SettleReply:
+    ) -> asyncio.Future[SettleReply]:
         """Settle one request. Settles of the same team and windows that arrive
         within ``SETTLE_WINDOW_S`` share one script call: settling is off the
         client's path, and one call for many saves a round trip and a script
-        run per request on busy teams."""
+        run per request on busy teams. The future has the reply, or the error
+        of the batch's call."""
         loop = asyncio.get_running_loop()
         batch = self._batches.get((team, windows))
         if batch is None or len(batch.entries) >= SETTLE_BATCH_MAX:
@@ -212,7 +207,7 @@ class BudgetScripts:
         future: asyncio.Future[SettleReply] = loop.create_future()
         batch.entries.append((request_id, key_id or "", model, input_tokens, output_tokens, cost))
         batch.futures.append(future)
-        return await future
+        return future
 
     async def drain(self) -> None:
         """Send every waiting batch now and wait for all in flight (shutdown)."""
@@ -236,8 +231,12 @@ class BudgetScripts:
         for entry in batch.entries:
             args.extend(entry)
         try:
-            raw = await self._settle(keys=self._keys.settle_keys(batch.team, batch.windows),
-                                     args=args)
+            call = self._settle(keys=self._keys.settle_keys(batch.team, batch.windows), args=args)
+            if self._bounded:
+                raw = await call
+            else:
+                async with asyncio.timeout(CALL_TIMEOUT_S):
+                    raw = await call
             replies = SettleReply.parse_batch(raw)
         except BaseException as exc:  # every waiter learns, and journals its own entry
             failure = exc if isinstance(exc, Exception) else ConnectionError("settle cancelled")

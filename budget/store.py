@@ -26,62 +26,31 @@ import time
 from pathlib import Path
 from typing import Any
 
-from redis.exceptions import (
-    AskError,
-    ClusterError,
-    DataError,
-    NoScriptError,
-    OutOfMemoryError,
-    ReadOnlyError,
-    RedisClusterException,
-    ResponseError,
-    TryAgainError,
-)
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from budget import overrides, usage
+from budget.admin import AdminCalls
 from budget.failopen import LocalAllowance
+from budget.failures import DOWN_BACKOFF_S, REDIS_UNAVAILABLE, unreplayable
 from budget.journal import RELEASE_ONLY, JournalEntry, SpendJournal
 from budget.keys import Clock, KeySpace, Windows
 from budget.pricing import usd_to_nano
 from budget.rejections import fail_open_exceeded, rate_exceeded, refusal
 from budget.reservation import Reservation
-from budget.scripts import BudgetScripts, ReserveReply, ScopeFigures, SoftHard
+from budget.scripts import (
+    CALL_TIMEOUT_S,
+    BudgetScripts,
+    ReserveReply,
+    ScopeFigures,
+    SettleReply,
+    SoftHard,
+)
 from core.budget_config import BudgetSettings, Limits
 from core.errors import GatewayError, ServiceUnavailable
 
 log = logging.getLogger(__name__)
 
-# Errors that mean "Redis cannot answer now", as opposed to a bug.
-REDIS_UNAVAILABLE: tuple[type[BaseException], ...] = (
-    RedisConnectionError,
-    RedisTimeoutError,
-    TimeoutError,
-    OSError,
-    ClusterError,
-    RedisClusterException,
-    ReadOnlyError,  # a failover in progress
-    OutOfMemoryError,
-    TryAgainError,
-)
 
-
-def unreplayable(exc: BaseException) -> bool:
-    """An error replaying the same entry again can only repeat (WRONGTYPE, a
-    Lua error, an argument Redis refuses), as opposed to an outage."""
-    return (isinstance(exc, ResponseError | DataError)
-            and not isinstance(exc, (*REDIS_UNAVAILABLE, NoScriptError, AskError)))
-
-
-# A bound on one call even if socket timeouts were left unset on the client.
-CALL_TIMEOUT_S = 2.0
-# After a failure, requests skip Redis this long (the reconciler's ping ends
-# it sooner), so a black-holed Redis costs one timeout, not one per request.
-DOWN_BACKOFF_S = 1.0
-
-
-class BudgetStore:
+class BudgetStore(AdminCalls):
     """One replica's view of the shared budget state; lives on ``app.state``.
 
     Keeps no spend of its own except the fail-open allowance and the cached
@@ -166,12 +135,11 @@ class BudgetStore:
                                 team_limits: Limits | None, key_limits: Limits | None
                                 ) -> ReserveReply | None:
         """The reserve script's reply, or None when Redis did not answer."""
-        try:
-            async with asyncio.timeout(CALL_TIMEOUT_S):
-                reply = await self._scripts.reserve(
-                    request_id=request_id, team=team, windows=windows, amount=amount,
-                    tokens=tokens, key_id=key_id, team_limits=team_limits, key_limits=key_limits,
-                    previous_weight=windows.previous_minute_weight(now))
+        try:   # the call is bounded (scripts.CALL_TIMEOUT_S, or the client's own)
+            reply = await self._scripts.reserve(
+                request_id=request_id, team=team, windows=windows, amount=amount,
+                tokens=tokens, key_id=key_id, team_limits=team_limits, key_limits=key_limits,
+                previous_weight=windows.previous_minute_weight(now))
         except REDIS_UNAVAILABLE as exc:
             self._mark_down("reserve", exc)
             return None
@@ -199,28 +167,36 @@ class BudgetStore:
         await asyncio.shield(self._settle(reservation, input_tokens, output_tokens, cost_nanousd,
                                           reservation.model if model is None else model))
 
-    async def _settle(self, res: Reservation, input_tokens: int, output_tokens: int, cost: int,
-                      model: str) -> None:
+    def _settle(self, res: Reservation, input_tokens: int, output_tokens: int, cost: int,
+                model: str) -> asyncio.Future[None]:
+        """Queue the settle; the future is done once it is in Redis or in the journal.
+        No task per request: the batch's reply finishes it in a callback."""
         if res.local:
             self._local.settle(res.team, res.amount, cost)
         if res.amount and cost > res.amount:
             # Billed exactly all the same, but the hard-limit guarantee rests on
             # the reserved amount being a true worst case: find the estimator bug.
-            log.warning(
-                "budget: request %s cost %d nano-USD, above its reserved worst case %d",
-                res.request_id,
-                cost,
-                res.amount,
-            )
+            log.warning("budget: request %s cost %d nano-USD, above its reserved worst case %d",
+                        res.request_id, cost, res.amount)
         entry = res.journal_entry(input_tokens, output_tokens, cost, model)
-        if not self._suspect_down():
-            try:
-                await self._apply(entry)
-                self._last_ok = time.monotonic()
-                return
-            except Exception as exc:  # noqa: BLE001 - billing must never fail the request
-                self._mark_down("settle", exc)
-        await self._journal(entry)
+        if self._suspect_down():
+            return asyncio.ensure_future(self._journal(entry))
+        done = asyncio.get_running_loop().create_future()
+        self._queue(entry).add_done_callback(lambda queued: self._settled(entry, queued, done))
+        return done
+
+    def _settled(self, entry: JournalEntry, queued: asyncio.Future[SettleReply],
+                 done: asyncio.Future[None]) -> None:
+        failure = (ConnectionError("settle cancelled") if queued.cancelled()
+                   else queued.exception())
+        if failure is None:
+            self._last_ok = time.monotonic()
+            done.set_result(None)
+            self._note_settled(entry, queued.result())
+            return
+        self._mark_down("settle", failure)
+        journaled = asyncio.ensure_future(self._journal(entry))
+        journaled.add_done_callback(lambda _: done.set_result(None))
 
     async def _journal(self, entry: JournalEntry) -> None:
         try:
@@ -228,21 +204,20 @@ class BudgetStore:
         except Exception:
             log.exception("budget: could not journal request %s: %s", entry.request_id, entry)
 
+    def _queue(self, entry: JournalEntry) -> asyncio.Future[SettleReply]:
+        return self._scripts.queue_settle(  # bounded in the batch's one call
+            request_id=entry.request_id, team=entry.team,
+            windows=Windows(entry.day, entry.month, entry.minute), key_id=entry.key_id,
+            model=entry.model, input_tokens=entry.input_tokens,
+            output_tokens=entry.output_tokens, cost=entry.cost_nanousd)
+
     async def _apply(self, entry: JournalEntry) -> None:
-        windows = Windows(entry.day, entry.month, entry.minute)
-        async with asyncio.timeout(CALL_TIMEOUT_S):
-            reply = await self._scripts.settle(
-                request_id=entry.request_id,
-                team=entry.team,
-                windows=windows,
-                key_id=entry.key_id,
-                model=entry.model,
-                input_tokens=entry.input_tokens,
-                output_tokens=entry.output_tokens,
-                cost=entry.cost_nanousd,
-            )
+        """Settle one journalled entry now; raises what Redis raised (journal replay)."""
+        self._note_settled(entry, await self._queue(entry))
+
+    def _note_settled(self, entry: JournalEntry, reply: SettleReply) -> None:
         last = self._last.get(entry.team)
-        if last is not None and windows.day == self._keys.windows().day:
+        if last is not None and entry.day == self._keys.windows().day:
             self._last[entry.team] = (reply.team, last[1])
             self._soft[(entry.team, None)] = last[1].soft_reached(reply.team)
 
@@ -370,29 +345,3 @@ class BudgetStore:
     async def aclose(self) -> None:
         self._stopping.set()
         await self._scripts.drain()
-
-    async def usage(self, team: str, team_limits: Limits | None, *, days: int = 31) -> dict:
-        """Spend today / this month, remaining budget, per key and the model x day ledger."""
-        try:
-            return await usage.team_usage(self._redis, self._keys, team, team_limits, days=days)
-        except REDIS_UNAVAILABLE as exc:
-            self._mark_down("usage", exc)
-            raise ServiceUnavailable("The budget store (Redis) is unreachable.") from exc
-
-    async def set_override(self, team: str, limits: Limits, *, key_id: str | None = None) -> None:
-        """Replace the run-time override of the team (or one key); applies on every replica."""
-        await self._admin(overrides.set_override(self._redis, self._keys, team, limits, key_id))
-
-    async def clear_override(self, team: str, *, key_id: str | None = None) -> None:
-        await self._admin(overrides.clear_override(self._redis, self._keys, team, key_id))
-
-    async def get_override(self, team: str, *, key_id: str | None = None) -> Limits | None:
-        return await self._admin(overrides.get_override(self._redis, self._keys, team, key_id))
-
-    async def _admin(self, call: Any) -> Any:
-        try:
-            async with asyncio.timeout(CALL_TIMEOUT_S):
-                return await call
-        except REDIS_UNAVAILABLE as exc:
-            self._mark_down("admin", exc)
-            raise ServiceUnavailable("The budget store (Redis) is unreachable.") from exc

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from budget.pipelined import PipelinedRedis, encode_command
 from tests.budget.servers import RedisServer
@@ -45,6 +46,28 @@ def test_script_reloads_after_flush_and_reconnects_after_restart(tmp_path: Path)
             await script(keys=["k"], args=["c"])
         server.start()
         assert (await script(keys=["k"], args=["d"]))[1] == b"d"   # a fresh connection
+        await client.aclose()
+
+    with RedisServer(tmp_path / "redis") as server:
+        asyncio.run(main(server))
+
+
+def test_a_call_redis_never_answers_times_out_and_the_next_reconnects(tmp_path: Path) -> None:
+    """One timer per connection bounds every call: a stalled Redis fails the calls
+    in flight with TimeoutError after ``call_timeout_s``, never hangs them."""
+    async def main(server: RedisServer) -> None:
+        client = PipelinedRedis(server.url, call_timeout_s=0.3)
+        assert await client.execute("PING") == b"PONG"
+        server.pause()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        results = await asyncio.gather(*(client.execute("PING") for _ in range(5)),
+                                       return_exceptions=True)
+        waited = loop.time() - started
+        server.resume()
+        assert all(isinstance(r, RedisTimeoutError) for r in results), results
+        assert 0.25 <= waited < 2.0
+        assert await client.execute("ECHO", "after") == b"after"   # a fresh connection
         await client.aclose()
 
     with RedisServer(tmp_path / "redis") as server:

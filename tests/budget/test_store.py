@@ -240,9 +240,9 @@ def test_concurrent_settles_share_script_calls_and_bill_each_once(tmp_path: Path
         assert report["spent_today_nanousd"] == sum(100 + i for i in range(41)) - 101  # the duplicate
         assert report["reserved_usd"] == 0
         assert report["ledger"][0]["requests"] == 40
-        replies = [await scripts.settle(request_id=f"r{i}", team="t", windows=held[0].windows,
-                                        key_id=None, model="small", input_tokens=1,
-                                        output_tokens=1, cost=1) for i in range(2)]
+        replies = [await scripts.queue_settle(
+            request_id=f"r{i}", team="t", windows=held[0].windows, key_id=None, model="small",
+            input_tokens=1, output_tokens=1, cost=1) for i in range(2)]
         assert [r.state for r in replies] == ["duplicate", "duplicate"]
 
     run(tmp_path, prefix, body)
