@@ -193,6 +193,7 @@ class KeyConfig(Strict):
     hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     name: str | None = None
     budget: Limits | None = None
+    default_pool: PoolName | None = None    # None: the team's
 
 
 KeyEntry = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")] | KeyConfig
@@ -205,9 +206,24 @@ class TeamConfig(Strict):
     budget: Limits | None = None
     allowed_models: list[str] | None = None
     allowed_pools: list[PoolName] | None = None
+    # The pool of a request that names none (x-routegate-pool); None: interactive
+    # if allowed, else the first allowed pool.
+    default_pool: PoolName | None = None
 
     def key_configs(self) -> list[KeyConfig]:
         return [KeyConfig(hash=k) if isinstance(k, str) else k for k in self.keys]
+
+    @model_validator(mode="after")
+    def _defaults_allowed(self) -> TeamConfig:
+        if self.allowed_pools is None:
+            return self
+        for where, pool in [("default_pool", self.default_pool)] + [
+                (f"key {k.name or k.hash[7:19]} default_pool", k.default_pool)
+                for k in self.key_configs()]:
+            if pool is not None and pool not in self.allowed_pools:
+                raise ValueError(f"team {self.name!r}: {where} {pool!r} is not in "
+                                 f"allowed_pools {self.allowed_pools}")
+        return self
 
 
 class RoutingConfig(Strict):

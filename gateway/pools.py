@@ -2,10 +2,11 @@
 
     pool = request_pool(caller, headers)     # "interactive" unless asked and allowed
 
-Interactive is the default. A request may ask for the batch pool (cheaper,
-no latency SLO) with ``x-routegate-pool: batch`` when its team's
-``allowed_pools`` allow it; a team allowed only batch runs there by default.
-Batch API lines set their pool themselves.
+A request may ask for a pool with ``x-routegate-pool: batch`` (cheaper, no
+latency SLO) when its team's ``allowed_pools`` allow it. One that asks for
+none runs in its key's ``default_pool``, else its team's, else interactive
+(or, for a team not allowed interactive, its first allowed pool). Batch API
+lines set their pool themselves.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ def request_pool(caller: Caller, headers: Mapping[str, str]) -> str:
     allowed = caller.team.allowed_pools
     asked = headers.get(POOL_HEADER)
     if asked is None:
+        default = caller.key.default_pool or caller.team.default_pool
+        if default is not None:
+            return default
         return "interactive" if allowed is None or "interactive" in allowed else allowed[0]
     if asked not in POOL_NAMES:
         raise InvalidRequest(f"{POOL_HEADER} must be one of {list(POOL_NAMES)}, got {asked!r}",
