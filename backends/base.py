@@ -14,6 +14,7 @@ which the routing policy reads to predict latency.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -33,6 +34,14 @@ class UpstreamCall:
     prompt_tokens: int
     p_correct: float | None = None   # the router's prediction; the simulator draws from it
     headers: bytes = b""           # extra header lines, e.g. x-request-id and traceparent
+    deadline: float | None = None  # time.monotonic() by which the request must be done
+
+    def bound_s(self, total_s: float) -> float:
+        """How long a non-streamed call may take: ``total_s``, or less when the
+        request's own deadline comes first (one timer bounds both)."""
+        if self.deadline is None:
+            return total_s
+        return max(0.0, min(total_s, self.deadline - time.monotonic()))
 
 
 @dataclass(slots=True)

@@ -220,7 +220,7 @@ class OpenAICompatBackend:
         self.stats.in_flight += 1
         replica = self.affinity.pick(call.payload.get("messages"))
         resp: Response | None = None
-        deadline = asyncio.timeout(self._total_s)
+        deadline = asyncio.timeout(call.bound_s(self._total_s))
         try:
             async with deadline:
                 resp = await self._request(call, replica)

@@ -100,7 +100,7 @@ class SimulatedBackend:
         self.stats.in_flight += 1
         first_at = 0.0
         try:
-            async with asyncio.timeout(self._total_s):
+            async with asyncio.timeout(call.bound_s(self._total_s)):
                 choices = []
                 async for choice in self._chunks(call):
                     first_at = first_at or time.perf_counter()

@@ -122,12 +122,13 @@ async def _attempt(gw: AppState, chat: ChatRequest, model: ModelConfig, call: Up
     scheduler = gw.schedulers[model.name]
     ticket = await scheduler.acquire(pool, call.prompt_tokens, deadline - time.monotonic())
     try:
-        # The request's deadline binds only when it is nearer than the call's own
-        # bound (total_s, or first_byte_s for a stream) or a held stream is read
-        # to its end: only then is a timer set (one per request costs throughput).
+        # A non-streamed call's own timer (total_s) also keeps the request's
+        # deadline (UpstreamCall.bound_s). A stream's deadline binds only when it
+        # is nearer than first_byte_s, or a held stream is read to its end: only
+        # then is a second timer set (one per request costs throughput).
+        call.deadline = deadline
         left = deadline - time.monotonic()
-        own = model.timeouts.first_byte_s if chat.stream else model.timeouts.total_s
-        if left >= own and check is None:
+        if check is None and (not chat.stream or left >= model.timeouts.first_byte_s):
             return await _call(gw, chat, model, call, check, scheduler, ticket)
         async with asyncio.timeout(max(0.0, left)):
             return await _call(gw, chat, model, call, check, scheduler, ticket)

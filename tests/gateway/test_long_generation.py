@@ -7,9 +7,11 @@ token, and ``ignore_eos`` makes it generate exactly ``max_tokens``.
 
 from __future__ import annotations
 
+import time
+
 import httpx
 
-from tests.support import TEST_KEY, Gateway
+from tests.support import TEST_KEY, Gateway, base_config, run_gateway
 
 AUTH = {"authorization": f"Bearer {TEST_KEY}"}
 
@@ -33,3 +35,25 @@ def test_a_90_second_generation_succeeds_once_and_is_billed_once(gateway: Gatewa
     assert after["requests"] == before["requests"] + 1          # never retried
     assert after["completed"] == before["completed"] + 1
     assert ledger_requests() == billed_before + 1               # billed once
+
+
+def test_the_request_deadline_cuts_a_non_streamed_call_and_is_not_retried(sim_url: str) -> None:
+    """escalation.deadline_s bounds all attempts together: a non-streamed call
+    still generating when it passes ends in a 504 then, is not retried on the
+    next model, and the upstream is told to stop."""
+    config = base_config(sim_url, escalation={"deadline_s": 2})
+    stats_url = sim_url.removesuffix("/v1") + "/sim/stats"
+    with run_gateway(config) as gw:
+        before = httpx.get(stats_url).json()["slow"]
+        body = {"model": "slowpoke", "messages": [{"role": "user", "content": "a long story"}],
+                "max_tokens": 200, "ignore_eos": True}     # ~40 s at 200 ms a token
+        started = time.monotonic()
+        r = httpx.post(gw.base_url + "/chat/completions", json=body, headers=AUTH, timeout=60)
+        waited = time.monotonic() - started
+        assert r.status_code == 504, r.text
+        assert r.json()["error"]["code"] == "upstream_timeout"
+        assert 1.5 <= waited < 10, waited
+        assert "x-routegate-attempts" not in r.headers or \
+            r.headers["x-routegate-attempts"].count(":") == 1       # one attempt only
+        after = httpx.get(stats_url).json()["slow"]
+        assert after["requests"] == before["requests"] + 1
