@@ -35,8 +35,9 @@ The rules, in order:
   another model: the router already steers away from queues it can see.
 - With ``scheduler.refuse_late``, interactive work is admitted only on time:
   a request whose predicted TTFT (the waiters ahead of it, first come first
-  served, + the prefill backlog) passes the SLO is refused at once (503
-  ``slo_unreachable``), and a waiter gives up once it has queued the SLO.
+  served, + the prefill backlog) or TPOT (the batch it would join) passes
+  the SLO is refused at once (503 ``slo_unreachable``), and a waiter gives
+  up once it has queued the SLO.
 
 The uncontended path is a few attribute checks and one small object: no
 task, no future. Counts a metrics exporter can read as plain attributes:
@@ -104,7 +105,8 @@ class Lane:
 
 
 class PoolScheduler:
-    def __init__(self, model: ModelConfig, stats: LiveStats, *, slo_ttft_s: float) -> None:
+    def __init__(self, model: ModelConfig, stats: LiveStats, *, slo_ttft_s: float,
+                 slo_tpot_s: float | None = None) -> None:
         cfg = model.scheduler
         self.name = model.name
         self.stats = stats
@@ -119,8 +121,12 @@ class PoolScheduler:
         self.backoff_ttft_s = cfg.batch_backoff * slo_ttft_s
         self.lifo_after_s = cfg.interactive_lifo_after_s
         self.slo_ttft_s = slo_ttft_s
+        self.slo_tpot_s = slo_tpot_s
         self.refuse_late = cfg.refuse_late
         sim = model.simulate
+        # A batch of one's TPOT, scaled by concurrency until one is measured: the
+        # simulator's knob; a remote model's is unknown until measured.
+        self.base_tpot_s = sim.tpot_ms / 1000 if sim else None
         # Until the first answers teach it, the prefill rate is the simulator's
         # knob (or a mid-size GPU's); it is learned online from then on.
         self.default_prefill = sim.prefill_tokens_per_s if sim else DEFAULT_PREFILL_TOKENS_PER_S
@@ -166,11 +172,20 @@ class PoolScheduler:
         prefill = (stats.backlog(rate, time.monotonic()) + prompt_tokens) / rate
         wait = stats.queue_wait_s(self.interactive.queued, DEFAULT_SLOT_S)
         if wait + prefill > self.slo_ttft_s:
-            raise ServiceUnavailable(
-                f"Model {self.name} cannot start this request within the "
-                f"{self.slo_ttft_s * 1000:.0f} ms TTFT SLO (predicted {wait + prefill:.2f} s).",
-                code="slo_unreachable", headers=self._retry_after(self.interactive))
+            self._refuse(f"start it within the {self.slo_ttft_s * 1000:.0f} ms TTFT SLO "
+                         f"(predicted {wait + prefill:.2f} s)")
+        # Joining the batch slows every sequence in it: the TPOT it would see
+        # (measured and rescaled, else the simulator's; a remote model's is unknown).
+        if self.slo_tpot_s and (stats.tpot_s is not None or self.base_tpot_s is not None):
+            tpot = stats.predicted_tpot_s(self.base_tpot_s or 0.0)
+            if tpot > self.slo_tpot_s * (1 + 1e-9):
+                self._refuse(f"decode it within the {self.slo_tpot_s * 1000:.0f} ms TPOT SLO "
+                             f"(predicted {tpot * 1000:.1f} ms)")
         return self.slo_ttft_s - prefill
+
+    def _refuse(self, why: str) -> None:
+        raise ServiceUnavailable(f"Model {self.name} is too busy to {why}.",
+                                 code="slo_unreachable", headers=self._retry_after(self.interactive))
 
     def _may_start(self, lane: Lane, prompt_tokens: int) -> bool:
         if lane is self.interactive:
@@ -345,6 +360,7 @@ class ScheduledStream(WrappedStream):
 def build_schedulers(config: GatewayConfig, stats: Mapping[str, LiveStats]
                      ) -> dict[str, PoolScheduler]:
     """One scheduler per model, sharing the model's backend ``LiveStats``."""
-    slo_ttft_s = config.pools.interactive.ttft_ms / 1000
-    return {m.name: PoolScheduler(m, stats[m.name], slo_ttft_s=slo_ttft_s)
+    slo = config.pools.interactive
+    return {m.name: PoolScheduler(m, stats[m.name], slo_ttft_s=slo.ttft_ms / 1000,
+                                  slo_tpot_s=slo.tpot_ms / 1000)
             for m in config.models}

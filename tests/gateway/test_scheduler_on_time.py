@@ -86,3 +86,21 @@ def test_off_by_default_a_late_request_queues() -> None:
         s.release(held)
         s.release(await waiting)
     run(body)
+
+
+def test_a_request_that_would_slow_the_batch_past_the_tpot_slo_is_refused() -> None:
+    async def body() -> None:
+        model = ModelConfig(name="m", price=Price(input_per_mtok=1, output_per_mtok=1),
+                            simulate={"tpot_ms": 32, "batch_slowdown": 0.05,   # type: ignore[arg-type]
+                                      "max_batch": 8},
+                            scheduler={"refuse_late": True})  # type: ignore[arg-type]
+        s = PoolScheduler(model, LiveStats(), slo_ttft_s=SLO_TTFT_S, slo_tpot_s=0.04)
+        # 32 ms x (1 + 0.05 x 5) = 40 ms for a sixth sequence; a seventh makes it 41.6.
+        tickets = [await s.acquire("interactive", 0, 1.0) for _ in range(6)]
+        with pytest.raises(ServiceUnavailable) as slow:
+            await s.acquire("interactive", 0, 1.0)
+        assert slow.value.code == "slo_unreachable" and "TPOT" in str(slow.value)
+        for t in tickets:
+            s.release(t)
+        assert s.active == 0
+    run(body)
