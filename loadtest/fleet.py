@@ -15,7 +15,23 @@ is kept as it is; what changes for a load test:
 - a unique ``budget.key_prefix``, so runs sharing one Redis never mix books.
 
 Policy names are data: ``POLICY_CHOICES`` maps each name the experiment
-compares to the gateway policies that can play it, first registered wins.
+compares to the gateway policies (and config) that can play it, first
+registered wins. The three routers of issue 10, each meeting or ignoring
+what it is blind to:
+
+- ``cheapest``: cheapest-first, the cost router this gateway replaces: the
+  cheapest model that meets the request's quality target, blind to load
+  (the gateway's ``quality`` policy). Both it and ``slo_aware`` answer every
+  request at its quality target, so their costs per task compare. (The
+  gateway's own ``cheapest`` policy ignores quality too: all on ``small``.)
+- ``quality``: quality-only: the most capable model for every request,
+  blind to cost and load (``fixed`` on the model with the highest ability).
+- ``slo_aware``: the cheapest model meeting the quality target whose
+  predicted TTFT and TPOT meet the SLO, and on-time admission
+  (``scheduler.refuse_late``): what no model can start on time is refused at
+  once instead of served late.
+- ``cheapest_on_time``: cheapest-first with the same on-time admission: what
+  the routing adds over admission alone.
 """
 
 from __future__ import annotations
@@ -46,15 +62,14 @@ EXACT_OUTPUT_MEAN = 10**9    # lognormal(mean 1e9) is never below a cap: output 
 FLEET_SCALE: dict[str, dict[str, Any]] = {}
 
 # name in the experiment -> (gateway policy, config overrides), first registered wins.
-# ``quality`` ignores latency: until a policy of that name exists, cost_quality
-# with an SLO it can never miss plays it (the client still measures the real SLO).
-_NO_SLO = {"pools": {"interactive": {"ttft_ms": 1e9, "tpot_ms": 1e9}}}
+# An override's "scheduler" section goes to every model's.
+_ON_TIME = {"scheduler": {"refuse_late": True}}
 POLICY_CHOICES: dict[str, list[tuple[str, dict[str, Any]]]] = {
-    "cheapest": [("cheapest", {})],
-    "quality": [("quality", {}), ("cost_quality", _NO_SLO)],
-    "slo_aware": [("slo_aware", {}), ("cost_quality", {})],
+    "cheapest": [("quality", {})],
+    "quality": [("fixed", {})],          # fixed_model: the most capable (fleet_config)
+    "slo_aware": [("slo_aware", _ON_TIME), ("cost_quality", _ON_TIME)],
+    "cheapest_on_time": [("quality", _ON_TIME)],
 }
-
 
 def hashed(key: str) -> str:
     return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
@@ -92,8 +107,15 @@ def fleet_config(policy: str, data_dir: Path, *, scale: dict[str, dict[str, Any]
     config["teams"] = [{"name": f"loadtest-{pool}", "keys": [hashed(key)], "quality": quality,
                         "allowed_pools": [pool]} for pool, key in KEYS.items()]
     name, overrides = gateway_policy(policy)
+    overrides = dict(overrides)
+    per_model = overrides.pop("scheduler", {})
+    for model in config["models"]:
+        model["scheduler"] = _merge(model.get("scheduler") or {}, per_model)
     config = _merge(config, overrides)
-    config.setdefault("routing", {})["auto_policy"] = name
+    routing = config.setdefault("routing", {})
+    routing["auto_policy"] = name
+    if name == "fixed" and not routing.get("fixed_model"):
+        routing["fixed_model"] = max(config["models"], key=lambda m: m.get("ability", 0))["name"]
     config.setdefault("budget", {})["key_prefix"] = f"lt-{uuid.uuid4().hex[:10]}"
     config["data_dir"] = str(data_dir / "gateway-data")
     config["redis_url"] = None     # embedded, unless REDIS_URL is set (the gateway reads it)
