@@ -72,8 +72,9 @@ def latency_cdfs(report: dict[str, Any], path: Path) -> Path:
 
 def routing_mix(report: dict[str, Any], path: Path) -> Path:
     runs = [r for r in report["runs"]]
-    labels = [f"{r['policy']}\n{r['offered_rps']:g}" + (f"+b{r['batch_rps']:g}" if r["batch_rps"]
-                                                          else "") for r in runs]
+    # Long names wrap at their underscores, so that neighbouring labels stay apart.
+    labels = [f"{r['policy'].replace('_', '_' + chr(10))}\n{r['offered_rps']:g}"
+              + (f"+b{r['batch_rps']:g}" if r["batch_rps"] else "") for r in runs]
     models = sorted({m for r in runs for pool in r["pools"].values() for m in pool["models"]})
     fig, ax = plt.subplots(figsize=(max(6.0, 0.7 * len(runs)), 4))
     bottom = [0.0] * len(runs)
