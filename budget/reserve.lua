@@ -11,6 +11,7 @@
 --          that falls in it: 1 at the start of this minute, 0 at its end)
 -- Reply: {ok (1|0), limit, scope, current, limit value,
 --         team d m r, key d m r, team ds ms dh mh, key ds ms dh mh, previous}
+-- (a scope's d m r are 0 when it has no daily or monthly budget, soft or hard)
 -- (limit values -1 = none). "current" is what already counts against the
 -- limit that was hit: spent + reserved for budgets, this minute's bucket for
 -- rates, and "previous" the previous minute's bucket.
@@ -88,22 +89,32 @@ end
 
 local function v(x) return x or -1 end
 
+-- A scope's spend is read only when it has a budget to judge it against (the
+-- reply's figures feed the soft-limit flag and the fail-open cap, both about
+-- budgets): most keys have none of their own, and some teams none at all.
+local NONE = {'0', '0', '0'}
+local function has_budget(lim) return lim.dh or lim.ds or lim.mh or lim.ms end
+local function spend(lim, field)
+  if not has_budget(lim) then return NONE end
+  return figures(KEYS[4], KEYS[5], field)
+end
+
 local now = now_ms()
 purge_expired(now)
 local team_lim = limits('team', 7)
 local key_lim = {}
-local key_fig = {'0', '0', '0'}
+local key_fig = NONE
 if key ~= '' then key_lim = limits('k:' .. key, 13) end
 
 local verdict = {1, '', '', 0, 0, 0}
 local t, key_read = nil, false
 -- A retried reserve (lost reply) finds its own reservation: not counted twice.
 if redis.call('HEXISTS', KEYS[2], rid) == 0 then
-  t = figures(KEYS[4], KEYS[5], 'team')
+  t = spend(team_lim, 'team')
   local hit = check(team_lim, t, '')
   local scope = 'team'
   if not hit and key ~= '' then
-    key_fig = figures(KEYS[4], KEYS[5], 'k:' .. key)
+    key_fig = spend(key_lim, 'k:' .. key)
     key_read = true
     hit = check(key_lim, key_fig, 'k:' .. key .. ':')
     scope = 'key'
@@ -113,13 +124,13 @@ if redis.call('HEXISTS', KEYS[2], rid) == 0 then
   else
     record(now)
     -- Only the holds changed since the figures were read.
-    t[3] = redis.call('HGET', KEYS[3], 'team') or '0'
-    if key_read then key_fig[3] = redis.call('HGET', KEYS[3], 'k:' .. key) or '0' end
+    if t ~= NONE then t[3] = redis.call('HGET', KEYS[3], 'team') or '0' end
+    if key_fig ~= NONE then key_fig[3] = redis.call('HGET', KEYS[3], 'k:' .. key) or '0' end
   end
 end
 
-if not t then t = figures(KEYS[4], KEYS[5], 'team') end
-if key ~= '' and not key_read then key_fig = figures(KEYS[4], KEYS[5], 'k:' .. key) end
+if not t then t = spend(team_lim, 'team') end
+if key ~= '' and not key_read then key_fig = spend(key_lim, 'k:' .. key) end
 return {
   verdict[1], verdict[2], verdict[3], verdict[4], verdict[5],
   t[1], t[2], t[3], key_fig[1], key_fig[2], key_fig[3],

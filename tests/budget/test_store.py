@@ -287,3 +287,26 @@ def test_rate_limits_slide_across_the_minute_boundary(tmp_path: Path, prefix: st
             await reserve(store, "b1", 1, limits=rpm)
 
     run(tmp_path, prefix, body, clock=clock)
+
+
+def test_spend_is_read_only_for_scopes_with_a_budget(tmp_path: Path, prefix: str) -> None:
+    """The reserve script skips the spend figures of a scope with no daily or
+    monthly budget (nothing judges them); a scope with one gets them exactly."""
+    async def body(store: BudgetStore, client: Any) -> None:
+        scripts = store._scripts
+        windows = store._keys.windows()
+
+        async def reply(rid: str, team_limits: Limits | None) -> Any:
+            return await scripts.reserve(
+                request_id=rid, team="t", windows=windows, amount=100, tokens=1, key_id="k",
+                team_limits=team_limits, key_limits=None, previous_weight=0.0)
+
+        held = await reserve(store, "spent", 500, key="k")
+        await store.settle(held, input_tokens=1, output_tokens=1, cost_nanousd=500)
+        bare = await reply("r1", None)
+        assert bare.ok and tuple(bare.team) == (0, 0, 0) and tuple(bare.key) == (0, 0, 0)
+        judged = await reply("r2", Limits(daily_soft_usd=1))
+        assert judged.ok and judged.team.spent_day == 500 and judged.team.reserved == 200
+        assert tuple(judged.key) == (0, 0, 0)          # the key has no budget of its own
+
+    run(tmp_path, prefix, body)
