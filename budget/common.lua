@@ -24,13 +24,15 @@ local function negate(amount)
 end
 
 -- Remove one reservation and give its amount back to the outstanding
--- counters. Returns the decoded reservation, or nil if there was none.
-local function take_reservation(id)
+-- counters (through ``inc``, default ``add``). Returns the decoded
+-- reservation, or nil if there was none.
+local function take_reservation(id, inc)
+  inc = inc or add
   local raw = redis.call('HGET', KEYS[2], id)
   if not raw then return nil end
   local r = cjson.decode(raw)
-  add(KEYS[3], 'team', negate(r.a))
-  if r.k ~= '' then add(KEYS[3], 'k:' .. r.k, negate(r.a)) end
+  inc(KEYS[3], 'team', negate(r.a))
+  if r.k ~= '' then inc(KEYS[3], 'k:' .. r.k, negate(r.a)) end
   redis.call('HDEL', KEYS[2], id)
   redis.call('ZREM', KEYS[1], id)
   return r

@@ -14,44 +14,80 @@
 --       (model '' = only release the request's hold, if any)
 -- Reply: {team d m r, then per request 'settled'|'unreserved'|'duplicate'|'released'}
 
+-- The counters a batch adds to (holds, spend, the ledger, TPM) are summed per
+-- hash field here and written once each at the end: a busy team's batch adds
+-- to the same few fields over and over, and each redis.call costs more than
+-- the sum. Lua numbers are exact integers below 2^53; a field whose running
+-- sum would pass 2^52 nano-USD (4.5 million USD) is written out at once.
+local sums, order = {}, {}
+local LIMIT = 2 ^ 52
+local function flush_one(key, field)
+  local n = sums[key][field]
+  if n ~= 0 then redis.call('HINCRBY', key, field, string.format('%.0f', n)) end
+  sums[key][field] = 0
+end
+local function later(key, field, amount)
+  if amount == '0' then return end
+  local fields = sums[key]
+  if not fields then
+    fields = {}
+    sums[key] = fields
+  end
+  if fields[field] == nil then
+    fields[field] = 0
+    order[#order + 1] = {key, field}
+  end
+  local n = tonumber(amount)
+  if math.abs(n) >= LIMIT or math.abs(fields[field] + n) >= LIMIT then
+    flush_one(key, field)
+    redis.call('HINCRBY', key, field, amount)
+  else
+    fields[field] = fields[field] + n
+  end
+end
+local function write_sums()
+  for _, kf in ipairs(order) do flush_one(kf[1], kf[2]) end
+end
+
 -- TPM counted the reserved tokens; correct the bucket to the real count
 -- unless that minute is already gone (then nobody reads it any more).
+local minute_live = redis.call('EXISTS', KEYS[6]) == 1
 local function correct_tokens(r, input, output)
-  if redis.call('EXISTS', KEYS[6]) == 0 then return end
+  if not minute_live then return end
   local delta = tostring(tonumber(input) + tonumber(output) - tonumber(r.t))
-  add(KEYS[6], 'tok', delta)
-  if r.k ~= '' then add(KEYS[6], 'k:' .. r.k .. ':tok', delta) end
+  later(KEYS[6], 'tok', delta)
+  if r.k ~= '' then later(KEYS[6], 'k:' .. r.k .. ':tok', delta) end
 end
 
 local function settle_one(rid, key, model, input, output, cost)
   if model == '' then
     -- Release only: a reserve whose reply the gateway never got, for a
     -- request it then refused. Nothing is billed or counted.
-    take_reservation(rid)
+    take_reservation(rid, later)
     return 'released'
   end
   if redis.call('SISMEMBER', KEYS[8], rid) == 1 then
     -- A reserve retried after its settle left a stray hold: release it now
     -- rather than at its expiry. Nothing is billed again.
-    take_reservation(rid)
+    take_reservation(rid, later)
     return 'duplicate'
   end
-  local r = take_reservation(rid)
+  local r = take_reservation(rid, later)
   local state = 'unreserved'
   if r then
     state = 'settled'
     correct_tokens(r, input, output)
   end
-  add(KEYS[4], 'team', cost)
-  add(KEYS[5], 'team', cost)
+  later(KEYS[4], 'team', cost)
+  later(KEYS[5], 'team', cost)
   if key ~= '' then
-    add(KEYS[4], 'k:' .. key, cost)
-    add(KEYS[5], 'k:' .. key, cost)
+    later(KEYS[4], 'k:' .. key, cost)
+    later(KEYS[5], 'k:' .. key, cost)
   end
-  redis.call('HINCRBY', KEYS[7], model .. '|requests', 1)
-  add(KEYS[7], model .. '|input_tokens', input)
-  add(KEYS[7], model .. '|output_tokens', output)
-  add(KEYS[7], model .. '|cost_nanousd', cost)
+  later(KEYS[7], model .. '|requests', '1')
+  later(KEYS[7], model .. '|input_tokens', input)
+  later(KEYS[7], model .. '|output_tokens', output)
+  later(KEYS[7], model .. '|cost_nanousd', cost)
   redis.call('SADD', KEYS[8], rid)
   return state
 end
@@ -65,6 +101,7 @@ for i = 5, #ARGV, 6 do
   billed = billed or state == 'settled' or state == 'unreserved'
   states[#states + 1] = state
 end
+write_sums()
 if billed then
   redis.call('EXPIRE', KEYS[4], ARGV[1])
   redis.call('EXPIRE', KEYS[5], ARGV[2])

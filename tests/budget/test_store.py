@@ -310,3 +310,22 @@ def test_spend_is_read_only_for_scopes_with_a_budget(tmp_path: Path, prefix: str
         assert tuple(judged.key) == (0, 0, 0)          # the key has no budget of its own
 
     run(tmp_path, prefix, body)
+
+
+def test_a_batch_of_huge_costs_settles_to_the_exact_nano_usd(tmp_path: Path, prefix: str) -> None:
+    """settle.lua sums a batch's amounts per field before writing them: sums past
+    2^53 nano-USD (where a Lua number stops being an exact integer) stay exact."""
+    costs = [2**52 + 1, 2**51 + 3, 2**51 + 5, 2**51 + 7, 7]   # one alone, three whose sum
+    total = sum(costs)                                        # passes 2^52, a small one
+
+    async def body(store: BudgetStore, client: Any) -> None:
+        held = [await reserve(store, f"h{i}", cost + 10, key="k") for i, cost in enumerate(costs)]
+        await asyncio.gather(*(store.settle(r, input_tokens=1, output_tokens=1, cost_nanousd=c)
+                               for r, c in zip(held, costs, strict=True)))
+        report = await store.usage("t", None)
+        assert total > 2**53
+        assert report["spent_today_nanousd"] == total
+        assert report["reserved_usd"] == 0
+        assert report["ledger"][0]["cost_nanousd"] == total
+
+    run(tmp_path, prefix, body)
