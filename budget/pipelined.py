@@ -152,7 +152,9 @@ class PipelinedRedis:
             return self._protocol
 
     async def execute(self, *args: Any) -> Any:
-        protocol = await self._connection()
+        protocol = self._protocol
+        if protocol is None or protocol.closed:   # else no coroutine call: the common case
+            protocol = await self._connection()
         return _check(await protocol.send(encode_command(args)))
 
     def register_script(self, text: str) -> PipelinedScript:
@@ -182,8 +184,13 @@ class PipelinedScript:
         self.sha = hashlib.sha1(text.encode()).hexdigest()
 
     async def __call__(self, keys: list[Any], args: list[Any]) -> Any:
+        client = self._client
         try:
-            return await self._client.execute("EVALSHA", self.sha, len(keys), *keys, *args)
+            protocol = client._protocol
+            if protocol is not None and not protocol.closed:   # one coroutine level less
+                command = encode_command(("EVALSHA", self.sha, len(keys), *keys, *args))
+                return _check(await protocol.send(command))
+            return await client.execute("EVALSHA", self.sha, len(keys), *keys, *args)
         except NoScriptError:
             await self._client.execute("SCRIPT", "LOAD", self._text)
             return await self._client.execute("EVALSHA", self.sha, len(keys), *keys, *args)
