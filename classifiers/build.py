@@ -11,27 +11,36 @@ from dataclasses import asdict
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from classifiers import features
 from classifiers.complexity import ARTIFACT_FORMAT
 from classifiers.dataset import FAMILIES, PRICED_SOURCE, SKILLS, Row
-from classifiers.design import SKILL_SHIFT, fold_for_skills, prompt_matrix
+from classifiers.design import SKILL_SHIFT, PromptMatrix, fold_for_skills, prompt_matrix
 from classifiers.prior import bigram_buckets, closeness, fit_prior, seen_buckets, shape_features
+from classifiers.semantic import Embedder, load_embedder, semantic_meta
 from classifiers.training import TrainConfig, fit_weights
 
 # Reference for ``PromptScore.difficulty``: the cheapest priced training model.
 WEAK_REFERENCE = f"{PRICED_SOURCE}/gemma-2-9b-it"
 
 
-def _prompt_parts(w: dict[str, np.ndarray], hashed: sp.csr_matrix, dense: np.ndarray):
+def _prompt_parts(w: dict[str, np.ndarray], matrix: PromptMatrix):
     """Difficulty logits (uncentred) and interaction inputs [skills, dense, logit]."""
+    hashed, dense = matrix.hashed, matrix.dense
     logit = hashed @ w["hash_w"].astype(np.float64) + dense @ w["dense_w"] + w["bias"][0]
+    if "semantic_w" in w:
+        logit = logit + _semantic_terms(w, matrix)
     skill = fold_for_skills(hashed) @ w["skill_hash_w"].astype(np.float64)
     skill = skill + dense @ w["skill_dense_w"] + w["skill_bias"]
     skill = np.exp(skill - skill.max(axis=1, keepdims=True))
     skill /= skill.sum(axis=1, keepdims=True)
     return logit, np.hstack([skill, dense, logit[:, None]])
+
+
+def _semantic_terms(w: dict[str, np.ndarray], matrix: PromptMatrix) -> np.ndarray:
+    if matrix.semantic is None:
+        raise ValueError("weights have a semantic block but the prompts were not embedded")
+    return matrix.semantic @ w["semantic_w"]
 
 
 def _offset_table(w: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
@@ -68,13 +77,16 @@ def _prior_arrays(rows: Sequence[Row], learned: np.ndarray,
 
 
 def build_artifact(rows: Sequence[Row], cfg: TrainConfig, seed: int):
-    return assemble_artifact(rows, fit_weights(rows, cfg, seed), cfg, seed)
+    # wordllama is required to train with semantic features: no silent fallback here.
+    embedder = load_embedder() if cfg.semantic_alpha > 0 else None
+    return assemble_artifact(rows, fit_weights(rows, cfg, seed, embedder), cfg, seed, embedder)
 
 
-def assemble_artifact(rows: Sequence[Row], w: dict[str, np.ndarray], cfg: TrainConfig, seed: int):
+def assemble_artifact(rows: Sequence[Row], w: dict[str, np.ndarray], cfg: TrainConfig, seed: int,
+                      embedder: Embedder | None = None):
     """Arrays and metadata from fitted weights (reusable across prior settings)."""
-    matrix = prompt_matrix([row.prompt for row in rows])
-    logit, mix = _prompt_parts(w, matrix.hashed, matrix.dense)
+    matrix = prompt_matrix([row.prompt for row in rows], embedder)
+    logit, mix = _prompt_parts(w, matrix)
     keys, offset_w = _offset_table(w)
     centers = (mix @ offset_w.T).mean(axis=0)
     mean_logit = float(logit.mean())
@@ -107,6 +119,9 @@ def assemble_artifact(rows: Sequence[Row], w: dict[str, np.ndarray], cfg: TrainC
         "ability": 1.0 / (1.0 + np.exp(-theta)),
     }
     meta = _meta(cfg, seed, final, theta[_weak_index(model_keys, theta)])
+    if "semantic_w" in w:
+        arrays["semantic_w"] = w["semantic_w"]
+        meta["semantic"] = semantic_meta(float(_semantic_terms(w, matrix).mean()))
     return arrays, meta
 
 

@@ -24,7 +24,9 @@ The model is item response theory with skill interactions:
 ``score.logit`` includes the average training model's offset, and where the
 prompt has fewer seen word bigrams than a typical training prompt it is
 shrunk toward a prior on the size and shape of the request; ``confidence``
-falls with that distance (``classifiers/prior.py``).
+falls with that distance (``classifiers/prior.py``). An artifact trained with
+``semantic_alpha > 0`` adds a wordllama embedding term to the learned logit
+(``classifiers/semantic.py``); the shipped one does not (PROVENANCE.md).
 
 Inference is two sparse dot products (difficulty, skill logits), a small
 dense matrix-vector product and a bit-set look-up of the prompt's bigrams;
@@ -45,6 +47,7 @@ from classifiers import features
 from classifiers.artifact import read_npz
 from classifiers.length import message_text
 from classifiers.prior import closeness, n_seen_bigrams, shape_features
+from classifiers.semantic import semantic_term, try_load_embedder
 
 # v3: d(x) holds the average model's offset and is shrunk toward a shape prior
 # where the training data has little evidence (``classifiers/prior.py``).
@@ -102,6 +105,10 @@ class ComplexityModel:
         self._prior_b = float(arrays["prior_b"][0])
         self._seen = np.unpackbits(arrays["seen_bits"]).astype(bool)
         self._seen_reference = float(arrays["seen_reference"][0])
+        self._semantic = None
+        if "semantic_w" in arrays:  # wordllama term of d(x); its training mean without wordllama
+            self._semantic = semantic_term(arrays["semantic_w"].astype(np.float64),
+                                           meta.get("semantic", {}), try_load_embedder())
         self._tiers = tuple(meta["tier_cuts"])
         self._weak_logit = float(meta["weak_logit"])
 
@@ -111,15 +118,17 @@ class ComplexityModel:
         arrays, meta = read_npz(DEFAULT_ARTIFACT if path is None else path)
         return cls(arrays, meta)
 
-    def raw_parts(self, feats: features.Features) -> tuple[float, np.ndarray, np.ndarray]:
+    def raw_parts(self, feats: features.Features,
+                  semantic: float = 0.0) -> tuple[float, np.ndarray, np.ndarray]:
         """(learned logit, skill posterior, offsets per key) of featurized text.
 
+        ``semantic`` is the embedding's term of the logit (``classifiers/semantic.py``).
         The learned logit includes the average training model's offset, and
         the offsets are deviations from it (``classifiers/build.py``).
         """
         values = feats.values
         logit = float(self._hash_w[feats.indices] @ values) + float(self._dense_w @ feats.dense)
-        logit += self._bias
+        logit += self._bias + semantic
         folded = feats.indices >> self._skill_shift
         skill = values @ self._skill_hash_w[folded] + feats.dense @ self._skill_dense_w
         skill = np.exp(skill + self._skill_bias - np.max(skill + self._skill_bias))
@@ -139,7 +148,8 @@ class ComplexityModel:
         """Score one prompt; cost is bounded whatever the length of ``text``."""
         feats = features.featurize(text, n_messages=n_messages, has_tools=has_tools,
                                    has_response_format=has_response_format)
-        learned, skill, offsets = self.raw_parts(feats)
+        semantic = self._semantic(text) if self._semantic is not None else 0.0
+        learned, skill, offsets = self.raw_parts(feats, semantic)
         logit, weight = self.shrunk_logit(text, feats, learned)
         p_weak = _sigmoid(self._weak_logit - logit)
         low, high = self._tiers

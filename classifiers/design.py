@@ -14,6 +14,7 @@ import scipy.sparse as sp
 
 from classifiers.dataset import Row, family_of
 from classifiers.features import HASH_BITS, N_HASH, featurize
+from classifiers.semantic import Embedder
 
 SKILL_BITS = 14
 # The skill classifier folds the hash space to 2**SKILL_BITS buckets (top bits
@@ -25,6 +26,7 @@ SKILL_SHIFT = HASH_BITS - SKILL_BITS
 class PromptMatrix:
     hashed: sp.csr_matrix  # (n_prompts, N_HASH)
     dense: np.ndarray  # (n_prompts, N_DENSE)
+    semantic: np.ndarray | None = None  # (n_prompts, SEMANTIC_DIM) mean token embeddings
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +39,8 @@ class Pairs:
     weight: np.ndarray  # sample weight
 
 
-def prompt_matrix(prompts: Sequence[str]) -> PromptMatrix:
+def prompt_matrix(prompts: Sequence[str], embedder: Embedder | None = None) -> PromptMatrix:
+    """Hashed n-grams and markers of each prompt, plus its embedding when ``embedder`` is given."""
     indptr = [0]
     indices, values, dense = [], [], []
     for text in prompts:
@@ -55,7 +58,8 @@ def prompt_matrix(prompts: Sequence[str]) -> PromptMatrix:
         shape=(len(prompts), N_HASH),
     )
     hashed.sum_duplicates()  # repeated n-grams add up, as in the inference dot product
-    return PromptMatrix(hashed=hashed, dense=np.vstack(dense).astype(np.float64))
+    semantic = embedder.embed_many(prompts) if embedder is not None else None
+    return PromptMatrix(hashed=hashed, dense=np.vstack(dense).astype(np.float64), semantic=semantic)
 
 
 def fold_for_skills(hashed: sp.csr_matrix) -> sp.csr_matrix:

@@ -3,6 +3,7 @@
     python -m classifiers.holdout --seeds 7 11 23            # the table in PROVENANCE.md
     python -m classifiers.holdout --set ridge_alpha=10 --kappa 0.1
     python -m classifiers.holdout --out-of-domain task source   # leave one task / source out
+    python -m classifiers.holdout --seeds 7 --set semantic_alpha=300   # + wordllama features
 
 For each seed, 20% of the ``llmrouter_train.jsonl`` prompts are held out, the
 artifact is trained on everything else (all other training files included)

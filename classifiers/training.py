@@ -53,7 +53,8 @@ from classifiers.design import (
     one_hot,
     prompt_matrix,
 )
-from classifiers.features import N_DENSE
+from classifiers.features import N_DENSE, N_HASH
+from classifiers.semantic import Embedder
 
 logger = logging.getLogger("routegate.train")
 
@@ -76,6 +77,9 @@ class TrainConfig:
     # Training quantile of seen-bigram counts at which the learned difficulty gets full
     # weight; below it, d(x) is shrunk toward the shape prior (classifiers/prior.py).
     closeness_quantile: float = 0.5
+    # Ridge penalty of the wordllama embedding fit on stage 3's residuals (standardized
+    # columns); 0 = no semantic features (classifiers/semantic.py).
+    semantic_alpha: float = 0.0
 
 
 def skill_labels(rows: Sequence[Row]) -> np.ndarray:
@@ -145,6 +149,28 @@ def _difficulty_design(matrix: PromptMatrix) -> sp.csr_matrix:
     return sp.hstack([matrix.hashed, sp.csr_matrix(matrix.dense)], format="csr")
 
 
+def _semantic_residual(semantic: np.ndarray, residual: np.ndarray, weight: np.ndarray,
+                       cfg: TrainConfig, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """Stage 3b: ridge of what the n-grams left (out of fold) on the embeddings.
+
+    A separate fit, so the n-gram solve is exactly the one without embeddings
+    (256 dense columns in the same lsqr solve changed its early stop). Returns
+    out-of-fold predictions, raw-embedding weights and the intercept.
+    """
+    mean, std = semantic.mean(axis=0), np.maximum(semantic.std(axis=0), 1e-6)
+    z = (semantic - mean) / std  # a common direction in raw embeddings: standardize
+
+    def fit(rows: np.ndarray) -> Ridge:
+        return Ridge(alpha=cfg.semantic_alpha).fit(z[rows], residual[rows], sample_weight=weight[rows])
+
+    oof = np.zeros(residual.size)
+    for train, held in KFold(cfg.folds, shuffle=True, random_state=seed + 2).split(residual):
+        oof[held] = fit(train).predict(z[held])
+    model = fit(np.arange(residual.size))
+    raw = model.coef_ / std
+    return oof, raw, float(model.intercept_ - raw @ mean)
+
+
 def _fit_ridge(design: sp.csr_matrix, target: np.ndarray, weight: np.ndarray,
                cfg: TrainConfig) -> np.ndarray:
     """Weighted ridge; returns the coefficients with the intercept appended.
@@ -170,16 +196,24 @@ def difficulty_regression(matrix: PromptMatrix, target: np.ndarray, weight: np.n
     for train, held in KFold(cfg.folds, shuffle=True, random_state=seed + 1).split(target):
         coef = _fit_ridge(design[train], target[train], weight[train], cfg)
         oof[held] = design[held] @ coef[:-1] + coef[-1]
-    return oof, _fit_ridge(design, target, weight, cfg)
+    coef = _fit_ridge(design, target, weight, cfg)
+    if matrix.semantic is None:
+        return oof, coef
+    extra, semantic_w, intercept = _semantic_residual(matrix.semantic, target - oof, weight, cfg, seed)
+    return oof + extra, np.concatenate([coef[:-1], semantic_w, [coef[-1] + intercept]])
 
 
-def fit_weights(rows: Sequence[Row], cfg: TrainConfig, seed: int) -> dict[str, np.ndarray]:
-    """All four stages; returns the numpy arrays inference needs (uncentred)."""
+def fit_weights(rows: Sequence[Row], cfg: TrainConfig, seed: int,
+                embedder: Embedder | None = None) -> dict[str, np.ndarray]:
+    """All four stages; returns the numpy arrays inference needs (uncentred).
+
+    ``embedder`` adds the semantic block to the difficulty regression.
+    """
     model_keys = sorted({key for row in rows for key in row.scores})
     n_models = len(model_keys)
     fam = family_index(model_keys, FAMILIES)
     start = time.monotonic()
-    matrix = prompt_matrix([row.prompt for row in rows])
+    matrix = prompt_matrix([row.prompt for row in rows], embedder)
     logger.info("featurized %d prompts (%.0fs)", len(rows), time.monotonic() - start)
     z_oof, skills = skill_posteriors_oof(matrix, skill_labels(rows), cfg, seed)
     logger.info("stage 1 skills done (%.0fs)", time.monotonic() - start)
@@ -218,10 +252,12 @@ def _unpack(coef: np.ndarray, ridge: np.ndarray, skills: LogisticRegression,
     skill_bias = np.full(len(SKILLS), -30.0)
     skill_bias[skills.classes_] = skills.intercept_
     n_fold = skill_coef.shape[1] - N_DENSE
+    semantic = {"semantic_w": slope * ridge[N_HASH + N_DENSE : -1]}
     return {
-        "hash_w": (slope * ridge[: -N_DENSE - 1]).astype(np.float32),
-        "dense_w": slope * ridge[-N_DENSE - 1 : -1],
+        "hash_w": (slope * ridge[:N_HASH]).astype(np.float32),
+        "dense_w": slope * ridge[N_HASH : N_HASH + N_DENSE],
         "bias": np.asarray([slope * ridge[-1]]),
+        **(semantic if ridge.size > N_HASH + N_DENSE + 1 else {}),
         "theta": ability * cfg.ability_scale,
         "family_skill": (fam_w * cfg.family_scale).reshape(n_fam, n_skills),
         "model_skill": (model_w * cfg.model_skill_scale).reshape(n_models, n_skills),
