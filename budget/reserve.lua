@@ -27,16 +27,22 @@ local amount_n, tokens_n = tonumber(amount), tonumber(tokens)
 local names = {'dh', 'ds', 'mh', 'ms', 'rpm', 'tpm'}
 
 -- Config limits from the caller, replaced field by field by admin overrides
--- stored in Redis, so an /admin change applies on every replica at once.
-local function limits(scope, base)
+-- stored in Redis, so an /admin change applies on every replica at once. One
+-- HMGET reads both scopes' overrides (each redis.call costs more than its
+-- command): returns the team's limits and the key's ({} without a key).
+local function limits()
   local fields = {}
-  for i, n in ipairs(names) do fields[i] = scope .. ':' .. n end
-  local ovr = redis.call('HMGET', KEYS[7], unpack(fields))
-  local out = {}
-  for i, n in ipairs(names) do
-    out[n] = tonumber(ovr[i] or ARGV[base + i - 1]) or false
+  for i, n in ipairs(names) do fields[i] = 'team:' .. n end
+  if key ~= '' then
+    for i, n in ipairs(names) do fields[6 + i] = 'k:' .. key .. ':' .. n end
   end
-  return out
+  local ovr = redis.call('HMGET', KEYS[7], unpack(fields))
+  local team_out, key_out = {}, {}
+  for i, n in ipairs(names) do
+    team_out[n] = tonumber(ovr[i] or ARGV[6 + i]) or false
+    if key ~= '' then key_out[n] = tonumber(ovr[6 + i] or ARGV[12 + i]) or false end
+  end
+  return team_out, key_out
 end
 
 local function check(lim, fig, rate_prefix)
@@ -73,7 +79,6 @@ local function record(now)
     add(KEYS[6], 'k:' .. key .. ':tok', tokens)
   end
   local ttl_ms = tonumber(ARGV[5])
-  redis.call('HSET', KEYS[2], rid, cjson.encode({a = amount, t = tokens, k = key}))
   redis.call('ZADD', KEYS[1], now + ttl_ms, rid)
   -- The three reservation keys outlive their last reservation by a minute,
   -- so a team that goes quiet leaves nothing behind; they expire together,
@@ -101,15 +106,15 @@ end
 
 local now = now_ms()
 purge_expired(now)
-local team_lim = limits('team', 7)
-local key_lim = {}
+local team_lim, key_lim = limits()
 local key_fig = NONE
-if key ~= '' then key_lim = limits('k:' .. key, 13) end
 
 local verdict = {1, '', '', 0, 0, 0}
 local t, key_read = nil, false
--- A retried reserve (lost reply) finds its own reservation: not counted twice.
-if redis.call('HEXISTS', KEYS[2], rid) == 0 then
+-- The reservation is written first, and only if absent: a retried reserve
+-- (lost reply) finds its own and is not counted twice; a refused one is
+-- taken out again below.
+if redis.call('HSETNX', KEYS[2], rid, cjson.encode({a = amount, t = tokens, k = key})) == 1 then
   t = spend(team_lim, 'team')
   local hit = check(team_lim, t, '')
   local scope = 'team'
@@ -120,6 +125,7 @@ if redis.call('HEXISTS', KEYS[2], rid) == 0 then
     scope = 'key'
   end
   if hit then
+    redis.call('HDEL', KEYS[2], rid)
     verdict = {0, hit[1], scope, hit[2], hit[3], hit[4]}
   else
     record(now)
