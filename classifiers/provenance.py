@@ -152,8 +152,9 @@ ridge fit of the embeddings to what the n-grams leave of the stage-2 difficultie
 of fold; the first four variants below put the embeddings into the n-gram ridge itself,
 an earlier version of the option); inference is then one gather of a per-token scalar
 (`table @ w`), and an artifact with `semantic_w` falls back to the term's training mean,
-with a warning, when wordllama is missing. Hold-out seed 7 (the others were not run once seed 7 was clearly
-worse; shipped configuration: log loss 0.4970, APGR 0.662, bar -0.009, frontier -0.038):
+with a warning, when wordllama is missing. Hold-out seed 7 (the others were not run
+once seed 7 was clearly worse; shipped configuration: log loss 0.4970, APGR 0.662, bar
+-0.009, frontier -0.038):
 
 | semantic block | log loss | APGR | bar | frontier |
 |---|--:|--:|--:|--:|
@@ -174,13 +175,19 @@ centred within (source, task), leaving each skill out) gave means of 0.498 to 0.
 the 20 rows with a gap, against 0.513 for length; centring the targets within
 (source, task) (a per-source normalisation of labels) is inside that range too, and so
 is a k-nearest-neighbour mean of the same targets over cosine similarity of embeddings
-(k 10 or 50: 0.490 to 0.515 out of domain, 0.497 to 0.516 in a 5-fold split). So
-nothing was shipped; the artifact is the v3 configuration, retrained only to record
-`semantic_alpha: 0` in its metadata (weights unchanged).
+(k 10 or 50: 0.490 to 0.515 out of domain, 0.497 to 0.516 in a 5-fold split). As
+topic interactions (8 / 16 / 32 principal components of the embedding crossed with
+each model, in a logistic regression of llmrouter outcomes on model x skill, 20% of
+prompts held out) they lowered that model's log loss from 0.4856 to 0.4836 / 0.4845 /
+0.4861, a baseline without any n-gram difficulty; too little to pay for the
+tokenizer's 300 us, so not built into the artifact. So nothing was shipped: the
+artifact is the v3 configuration, retrained only to record `semantic_alpha: 0` in its
+metadata (weights bit-identical).
 
 **Leave-one-source-out** (`python -m classifiers.holdout --out-of-domain source`; `gain`
-is n/a because the held-out source's models are not in the artifact; `difficulty`
-uses the weakest remaining model as reference):
+is n/a because the held-out source's models are not in the artifact; with llmrouter
+held out, `difficulty` is measured against the weakest remaining model, its usual
+reference being gone):
 
 | held out | task | difficulty | length | gap |
 |---|---|--:|--:|--:|
