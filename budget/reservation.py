@@ -34,7 +34,7 @@ class Reservation:
             request_id=self.request_id,
             team=self.team,
             key_id=self.key_id,
-            model=model or self.model,
+            model=self.model if model is None else model,   # "": release only
             day=self.windows.day,
             month=self.windows.month,
             minute=self.windows.minute,

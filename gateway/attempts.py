@@ -34,6 +34,7 @@ class Attempt:
 @dataclass(slots=True)
 class Attempts:
     model: ModelConfig | None = None  # the one called last: it answered, or failed last
+    started: bool = False             # its call went upstream (it was not refused or queued)
     tried: list[Attempt] = field(default_factory=list)
     escalations: list[str] = field(default_factory=list)   # reasons, in order
 

@@ -85,7 +85,9 @@ def _lines(o: Outcome, attempts: Attempts, bill: Bill) -> list[Line]:
         lines.append(Line(a.model, usage, cost_nano(a.model, usage.prompt_tokens,
                                                     usage.completion_tokens, bill.rate)))
     model = attempts.model
-    delivered, anomaly = (None, None) if model is None else bill.delivered(model, o.status == 499)
+    # A client that left while its request still queued for a slot cost nothing.
+    cancelled = o.status == 499 and attempts.started
+    delivered, anomaly = (None, None) if model is None else bill.delivered(model, cancelled)
     if model is not None and delivered is not None:
         o.usage_estimated, o.usage_anomaly = delivered.estimated, anomaly
         lines.append(Line(model, delivered, cost_nano(model, delivered.prompt_tokens,

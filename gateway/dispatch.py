@@ -76,13 +76,15 @@ async def call_with_fallback(
             logger.info("request %s: skipping %s (breaker open or resting)", request_id, name)
             continue
         model = attempts.model = gw.models[name]
+        attempts.started = False
         attempt_span = span.child("upstream.attempt", name)
         call = UpstreamCall(request_id, upstream_payload(chat, model, check),
                             features.prompt_tokens(model.tokenizer),
                             gw.router.predicted_quality(model, features),
                             attempt_span.upstream_headers(chat.trace, request_id))
         try:
-            result = await _attempt(gw, chat, model, call, check, deadline, decision.pool)
+            result = await _attempt(gw, chat, model, call, check, deadline, attempts,
+                                    decision.pool)
         except GatewayError as exc:
             _note_failure(gw, name, exc)
             attempt_span.end(exc.code or "error", failed=True)
@@ -115,12 +117,13 @@ async def call_with_fallback(
 
 
 async def _attempt(gw: AppState, chat: ChatRequest, model: ModelConfig, call: UpstreamCall,
-                   check: AnswerCheck | None, deadline: float, pool: str = "interactive"
-                   ) -> Completion | ChunkStream:
+                   check: AnswerCheck | None, deadline: float, attempts: Attempts,
+                   pool: str = "interactive") -> Completion | ChunkStream:
     # A slot on the model (gateway/scheduler.py), held until the answer is read
     # or, for a stream, until it is closed; every other way out frees it here.
     scheduler = gw.schedulers[model.name]
     ticket = await scheduler.acquire(pool, call.prompt_tokens, deadline - time.monotonic())
+    attempts.started = True     # from here a client that leaves has had its prompt read
     try:
         # A non-streamed call's own timer (total_s) also keeps the request's
         # deadline (UpstreamCall.bound_s). A stream's deadline binds only when it

@@ -329,3 +329,24 @@ def test_a_batch_of_huge_costs_settles_to_the_exact_nano_usd(tmp_path: Path, pre
         assert report["ledger"][0]["cost_nanousd"] == total
 
     run(tmp_path, prefix, body)
+
+
+def test_a_release_only_settle_bills_nothing_and_the_id_stays_billable(tmp_path: Path,
+                                                                       prefix: str) -> None:
+    """RELEASE_ONLY frees the hold without a ledger line and without marking the
+    id settled, so work run again under the same id (a batch line) is billed then."""
+    from budget.journal import RELEASE_ONLY
+
+    async def body(store: BudgetStore, client: Any) -> None:
+        held = await reserve(store, "line-1", 500)
+        await store.settle(held, input_tokens=0, output_tokens=0, cost_nanousd=0,
+                           model=RELEASE_ONLY)
+        report = await store.usage("t", None)
+        assert report["ledger"] == [] and report["reserved_usd"] == 0
+        again = await reserve(store, "line-1", 500)
+        await store.settle(again, input_tokens=3, output_tokens=4, cost_nanousd=123)
+        report = await store.usage("t", None)
+        assert report["spent_today_nanousd"] == 123
+        assert [row["requests"] for row in report["ledger"]] == [1]
+
+    run(tmp_path, prefix, body)

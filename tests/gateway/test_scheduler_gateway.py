@@ -4,6 +4,7 @@ gives its slot back, and a saturated model is routed around."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -66,6 +67,29 @@ def test_a_request_queued_past_its_deadline_gets_503_with_retry_after(
     assert late.status_code == 503, late.text
     assert late.json()["error"]["code"] == "queue_timeout"
     assert int(late.headers["retry-after"]) >= 1
+
+
+def test_a_client_that_leaves_while_queued_is_not_billed(one_slot_gateway: Gateway) -> None:
+    """Its prompt never went upstream: the ledger gains only the stream that held the slot."""
+    def slowpoke_ledger() -> tuple[int, float]:
+        rows = httpx.get(one_slot_gateway.base_url + "/usage", headers=AUTH).json()["ledger"]
+        mine = [r for r in rows if r["model"] == "slowpoke"]
+        return sum(r["requests"] for r in mine), sum(r["cost_usd"] for r in mine)
+
+    requests_before, _ = slowpoke_ledger()
+    with httpx.Client(timeout=30) as client:
+        held = open_stream(one_slot_gateway, "slowpoke", client)
+        try:
+            with pytest.raises(httpx.TimeoutException):     # gives up while queued
+                chat(one_slot_gateway, "slowpoke", timeout=0.35)
+            time.sleep(0.5)                                  # the gateway notices it left
+        finally:
+            held.close()
+    deadline = time.monotonic() + 5
+    while slowpoke_ledger()[0] < requests_before + 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert slowpoke_ledger()[0] == requests_before + 1      # the stream only
 
 
 def test_the_slot_comes_back_when_the_client_leaves_mid_stream(one_slot_gateway: Gateway) -> None:
