@@ -178,6 +178,10 @@ class ModelConfig(Strict):
 class InteractivePool(Strict):
     ttft_ms: float = Field(default=450, gt=0)
     tpot_ms: float = Field(default=40, gt=0)
+    # slo_aware: the most a request may cost, as a multiple of the cheapest model
+    # that meets its quality target, to meet the SLO on a dearer one; past it the
+    # request stays on a model within that bound (at-risk). None: no bound.
+    max_slo_premium: float | None = Field(default=None, ge=1)
 
 
 class BatchPool(Strict):

@@ -13,8 +13,10 @@ The routers compared (``loadtest/fleet.py``, ``POLICY_CHOICES``): ``cheapest``
 (cheapest-first: the cheapest model meeting the request's quality target,
 blind to load), ``quality`` (quality-only: the most capable model for all),
 ``slo_aware`` (cheapest meeting the quality target and the predicted SLO,
-with on-time admission), and in the full sweep ``cheapest_on_time``
-(cheapest-first with that admission: what the routing itself adds).
+with on-time admission, paying at most the demo's ``max_slo_premium`` to meet
+the SLO), and in the full sweep ``cheapest_on_time`` (cheapest-first with
+that admission: what the routing itself adds) and ``slo_aware_unbounded``
+(no premium cap: what spilling to dearer models buys, and costs).
 
 Interactive arrivals and lengths come from the Azure chat trace, batch from
 the code trace (long prompts, short answers: offline summarisation's shape).
@@ -66,7 +68,7 @@ QUICK = Plan(loads=[6, 14, 24], window_s=6, grace_s=6, mixed_rps=6, batch_rps=16
 # The full sweep adds cheapest-first with slo_aware's on-time admission: what
 # the routing itself adds (loadtest/fleet.py, POLICY_CHOICES).
 FULL = Plan(loads=[4, 8, 12, 16, 24], window_s=15, grace_s=16, mixed_rps=6, batch_rps=16,
-            policies=[*POLICIES, "cheapest_on_time"])
+            policies=[*POLICIES, "cheapest_on_time", "slo_aware_unbounded"])
 
 
 def interactive_trace(plan: Plan, rps: float) -> list[TraceRequest]:

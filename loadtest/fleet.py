@@ -32,6 +32,8 @@ what it is blind to:
   once instead of served late.
 - ``cheapest_on_time``: cheapest-first with the same on-time admission: what
   the routing adds over admission alone.
+- ``slo_aware_unbounded``: slo_aware without the demo's ``max_slo_premium``
+  (2): it may spill to a model of any price to serve a request on time.
 """
 
 from __future__ import annotations
@@ -69,6 +71,10 @@ POLICY_CHOICES: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "quality": [("fixed", {})],          # fixed_model: the most capable (fleet_config)
     "slo_aware": [("slo_aware", _ON_TIME), ("cost_quality", _ON_TIME)],
     "cheapest_on_time": [("quality", _ON_TIME)],
+    # slo_aware without the demo's pools.interactive.max_slo_premium: it spills to
+    # any model with room, whatever the price.
+    "slo_aware_unbounded": [("slo_aware", {**_ON_TIME, "pools": {"interactive": {
+        "max_slo_premium": None}}})],
 }
 
 def hashed(key: str) -> str:

@@ -115,3 +115,16 @@ def test_windowed_p95_and_error_rate() -> None:
     for ok in [True] * 10 + [False] * 10:
         stats.observe_outcome(ok)
     assert 0.5 < stats.error_rate < 1.0
+
+
+def test_max_slo_premium_bounds_what_meeting_the_slo_may_cost() -> None:
+    cfg = config()          # at target 0.75: mid (1.0) meets quality, big (5.0) is 5x dearer
+    capped = cfg.model_copy(update={"pools": cfg.pools.model_copy(update={
+        "interactive": cfg.pools.interactive.model_copy(update={"max_slo_premium": 4.0})})})
+    late_mid = cands(cfg, mid=5.0)
+    assert get_policy("slo_aware", cfg).choose(ctx(), late_mid).model == "big"   # unbounded
+    decision = get_policy("slo_aware", capped).choose(ctx(), late_mid)
+    assert (decision.model, decision.slo) == ("mid", AT_RISK)    # big is past 4x mid's price
+    assert get_policy("slo_aware", capped).choose(ctx(), cands(cfg)).model == "mid"
+    batch = get_policy("slo_aware", capped).choose(ctx(pool="batch"), late_mid)
+    assert batch.model == "mid" and batch.slo is None            # batch has no SLO to buy
