@@ -76,7 +76,6 @@ async def call_with_fallback(
             logger.info("request %s: skipping %s (breaker open or resting)", request_id, name)
             continue
         model = attempts.model = gw.models[name]
-        attempts.started = False
         attempt_span = span.child("upstream.attempt", name)
         call = UpstreamCall(request_id, upstream_payload(chat, model, check),
                             features.prompt_tokens(model.tokenizer),
@@ -122,6 +121,7 @@ async def _attempt(gw: AppState, chat: ChatRequest, model: ModelConfig, call: Up
     # A slot on the model (gateway/scheduler.py), held until the answer is read
     # or, for a stream, until it is closed; every other way out frees it here.
     scheduler = gw.schedulers[model.name]
+    attempts.started = False
     ticket = await scheduler.acquire(pool, call.prompt_tokens, deadline - time.monotonic())
     attempts.started = True     # from here a client that leaves has had its prompt read
     try:
