@@ -59,6 +59,8 @@ class _RespProtocol(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if self.closed:          # timed out: every call on this connection already failed
+            return
         self.reader.feed(data)
         while (reply := self.reader.gets()) is not False:
             future = self.pending.popleft()[0]
