@@ -42,9 +42,7 @@ import contextlib
 import copy
 import hashlib
 import os
-import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -53,7 +51,7 @@ from typing import Any
 
 import yaml
 
-from loadtest.targets import free_port, wait_ready
+from loadtest.targets import free_port, running
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = REPO / "config" / "routegate.yaml"
@@ -152,25 +150,11 @@ def gateway_process(config: dict[str, Any], tmp: Path, *, log_level: str = "warn
     path = tmp / "routegate.yaml"
     path.write_text(yaml.safe_dump(config))
     port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.setdefault("TIKTOKEN_CACHE_DIR", str(REPO.parent / "shared" / "tiktoken"))
-    with open(tmp / "gateway.log", "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path), "--port",
-             str(port), "--log-level", log_level], cwd=REPO, env=env, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True)
-    gw = GatewayProcess(f"http://127.0.0.1:{port}", proc, config, dict(KEYS))
-    try:
-        wait_ready(gw.url + "/healthz", proc, timeout=60)
-        yield gw
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    url = f"http://127.0.0.1:{port}"
+    args = ["gateway.cli", "serve", "--config", str(path), "--port", str(port),
+            "--log-level", log_level]
+    with running(args, url + "/healthz", tmp / "gateway.log", timeout=60, stop_s=15) as proc:
+        yield GatewayProcess(url, proc, config, dict(KEYS))
 
 
 def energy_table(config: dict[str, Any]) -> dict[str, float] | None:

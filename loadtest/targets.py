@@ -57,25 +57,34 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -
 
 
 @contextlib.contextmanager
-def server(args: list[str], ready_path: str, port: int, log: Path) -> Iterator[str]:
-    """A Python server process; yields its base URL once ``ready_path`` answers."""
+def running(args: list[str], ready_url: str, log: Path, *, timeout: float = 30.0,
+            stop_s: float = 10.0) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -m *args`` in its own session, logging to ``log``; yields the
+    process once ``ready_url`` answers, and stops it (SIGTERM, then kill) after."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.setdefault("TIKTOKEN_CACHE_DIR", str(REPO.parent / "shared" / "tiktoken"))
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", *args], cwd=REPO, env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(base + ready_path, proc)
-        yield base
+        wait_ready(ready_url, proc, timeout=timeout)
+        yield proc
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
-                proc.wait(10)
+                proc.wait(stop_s)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@contextlib.contextmanager
+def server(args: list[str], ready_path: str, port: int, log: Path) -> Iterator[str]:
+    """A Python server process; yields its base URL once ``ready_path`` answers."""
+    base = f"http://127.0.0.1:{port}"
+    with running(args, base + ready_path, log):
+        yield base
 
 
 def routegate_config(stub: str, tmp: Path, name: str, redis: str, classifier: str | None) -> Path:
