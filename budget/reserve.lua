@@ -1,64 +1,93 @@
--- Reserve the worst-case cost of one request, atomically checking every
--- limit of the team and (optionally) of its key.
+-- Reserve the worst-case cost of a batch of requests of one team, atomically
+-- checking every limit of the team and of each request's key. The batch is
+-- judged in order, exactly as one call per request would be: each request
+-- sees the holds and rate counts of those admitted before it. The gateway
+-- sends the reserves of one team and window that arrive in the same event
+-- loop tick in one call (one is the common case at low load).
 --
 -- KEYS: 1 T:res:exp  2 T:res  3 T:reserved  4 T:d:<day>  5 T:m:<month>
 --       6 T:rl:<minute>  7 T:ovr  8 T:rl:<minute - 1>
--- ARGV: 1 request id  2 amount (nano-USD)  3 tokens (prompt + max output)
---       4 key id ('' = none)  5 reservation ttl (ms)  6 minute-bucket ttl (s)
---       7..12  team limits  dh ds mh ms rpm tpm  ('' = none)
---       13..18 key limits   dh ds mh ms rpm tpm
---       19 weight of the previous minute's bucket (the share of the last 60 s
---          that falls in it: 1 at the start of this minute, 0 at its end)
--- Reply: {ok (1|0), limit, scope, current, limit value,
---         team d m r, key d m r, team ds ms dh mh, key ds ms dh mh, previous}
--- (a scope's d m r are 0 when it has no daily or monthly budget, soft or hard)
--- (limit values -1 = none). "current" is what already counts against the
--- limit that was hit: spent + reserved for budgets, this minute's bucket for
--- rates, and "previous" the previous minute's bucket.
+-- ARGV: 1 reservation ttl (ms)  2 minute-bucket ttl (s)
+--       3 weight of the previous minute's bucket (the share of the last 60 s
+--         that falls in it: 1 at the start of this minute, 0 at its end)
+--       4..9 team limits  dh ds mh ms rpm tpm  ('' = none)
+--       then ten per request: request id, amount (nano-USD), tokens (prompt +
+--       max output), key id ('' = none), key limits dh ds mh ms rpm tpm
+-- Reply: {team ds ms dh mh, then sixteen per request: ok (1|0), limit,
+--         scope, current, limit value, previous, team d m r, key d m r,
+--         key ds ms dh mh}
+-- (limit values -1 = none; a scope's d m r are 0 when it has no daily or
+-- monthly budget, soft or hard). "current" is what already counts against
+-- the limit that was hit: spent + reserved for budgets, this minute's bucket
+-- for rates, and "previous" the previous minute's bucket.
 --
 -- Rates are sliding windows: this minute's count plus the previous minute's
 -- scaled by how much of it is still inside the last 60 s, so a burst at the
 -- end of one minute and another at the start of the next cannot pass twice
 -- the limit.
+--
+-- Every counter is read once per scope and kept here while the batch is
+-- judged; holds are written with one HSET and one ZADD, counters once each.
+-- A batch's holds are summed as Lua numbers: exact below 2^53 nano-USD
+-- (9 million USD held by one batch).
 
-local rid, amount, tokens, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local prev_weight = tonumber(ARGV[19]) or 0
-local amount_n, tokens_n = tonumber(amount), tonumber(tokens)
+local ttl_ms, minute_ttl = tonumber(ARGV[1]), ARGV[2]
+local prev_weight = tonumber(ARGV[3]) or 0
+local FIRST, STRIDE = 10, 10
 local names = {'dh', 'ds', 'mh', 'ms', 'rpm', 'tpm'}
 
 -- Config limits from the caller, replaced field by field by admin overrides
--- stored in Redis, so an /admin change applies on every replica at once. One
--- HMGET reads both scopes' overrides (each redis.call costs more than its
--- command): returns the team's limits and the key's ({} without a key).
-local function limits()
-  local fields = {}
-  for i, n in ipairs(names) do fields[i] = 'team:' .. n end
-  if key ~= '' then
-    for i, n in ipairs(names) do fields[6 + i] = 'k:' .. key .. ':' .. n end
+-- stored in Redis, so an /admin change applies on every replica at once.
+-- One HMGET reads the team's overrides and those of every key in the batch.
+local fields, key_at = {}, {}
+for i, n in ipairs(names) do fields[i] = 'team:' .. n end
+for i = FIRST, #ARGV, STRIDE do
+  local key = ARGV[i + 3]
+  if key ~= '' and not key_at[key] then
+    key_at[key] = #fields
+    for _, n in ipairs(names) do fields[#fields + 1] = 'k:' .. key .. ':' .. n end
   end
-  local ovr = redis.call('HMGET', KEYS[7], unpack(fields))
-  local team_out, key_out = {}, {}
-  for i, n in ipairs(names) do
-    team_out[n] = tonumber(ovr[i] or ARGV[6 + i]) or false
-    if key ~= '' then key_out[n] = tonumber(ovr[6 + i] or ARGV[12 + i]) or false end
-  end
-  return team_out, key_out
+end
+local ovr = redis.call('HMGET', KEYS[7], unpack(fields))
+local function limits(at, argv_at)
+  local out = {}
+  for j, n in ipairs(names) do out[n] = tonumber(ovr[at + j] or ARGV[argv_at + j - 1]) or false end
+  return out
 end
 
-local function check(lim, fig, rate_prefix)
-  local day, month, reserved = num(fig[1]), num(fig[2]), num(fig[3])
-  if lim.dh and day + reserved + amount_n > lim.dh then
-    return {'daily', day + reserved, lim.dh, 0}
+-- A scope (the team, or one key) while the batch is judged. Its spend is
+-- read only when it has a budget to judge it against (the reply's figures
+-- feed the soft-limit flag and the fail-open cap, both about budgets), its
+-- rate buckets only when it has that rate limit.
+local function scope(field, prefix, lim)
+  local s = {lim = lim, field = field, prefix = prefix, held = 0, reqs = 0, toks = 0}
+  if lim.dh or lim.ds or lim.mh or lim.ms then
+    s.day = redis.call('HGET', KEYS[4], field) or '0'
+    s.month = redis.call('HGET', KEYS[5], field) or '0'
+    s.reserved = num(redis.call('HGET', KEYS[3], field))
   end
-  if lim.mh and month + reserved + amount_n > lim.mh then
-    return {'monthly', month + reserved, lim.mh, 0}
+  for _, rate in ipairs({'req', 'tok'}) do
+    if lim[rate == 'req' and 'rpm' or 'tpm'] then
+      s[rate] = num(redis.call('HGET', KEYS[6], prefix .. rate))
+      s[rate .. '_prev'] = num(redis.call('HGET', KEYS[8], prefix .. rate))
+    end
   end
-  for _, rate in ipairs({{'rpm', 'req', 1}, {'tpm', 'tok', tokens_n}}) do
-    local name, field, need = rate[1], rate_prefix .. rate[2], rate[3]
+  return s
+end
+
+local function check(s, amount, tokens)
+  local lim = s.lim
+  if s.day then
+    local res = s.reserved + s.held
+    local day, month = num(s.day) + res, num(s.month) + res
+    if lim.dh and day + amount > lim.dh then return {'daily', day, lim.dh, 0} end
+    if lim.mh and month + amount > lim.mh then return {'monthly', month, lim.mh, 0} end
+  end
+  for _, rate in ipairs({{'rpm', 'req', 1, 'reqs'}, {'tpm', 'tok', tokens, 'toks'}}) do
+    local name, now_n, prev_n = rate[1], s[rate[2]], s[rate[2] .. '_prev']
     if lim[name] then
-      local now_n = num(redis.call('HGET', KEYS[6], field))
-      local prev_n = num(redis.call('HGET', KEYS[8], field))
-      if now_n + prev_n * prev_weight + need > lim[name] then
+      now_n = now_n + s[rate[4]]
+      if now_n + prev_n * prev_weight + rate[3] > lim[name] then
         return {name, now_n, lim[name], prev_n}
       end
     end
@@ -66,80 +95,94 @@ local function check(lim, fig, rate_prefix)
   return nil
 end
 
-local function record(now)
-  add(KEYS[3], 'team', amount)
-  -- A new minute bucket gets its expiry once, when its first request lands.
-  if redis.call('HINCRBY', KEYS[6], 'req', 1) == 1 then
-    redis.call('EXPIRE', KEYS[6], ARGV[6])
-  end
-  add(KEYS[6], 'tok', tokens)
+local function admit(s, amount, tokens)
+  s.held = s.held + amount
+  s.reqs = s.reqs + 1
+  s.toks = s.toks + tokens
+end
+
+local function figures_of(s)
+  if not s or not s.day then return '0', '0', '0' end
+  return s.day, s.month, string.format('%.0f', s.reserved + s.held)
+end
+
+local function v(x) return x or -1 end
+
+local now = now_ms()
+purge_expired(now)
+local team = scope('team', '', limits(0, 4))
+local keys = {}
+local holds, expiries, scopes = {}, {}, {team}
+-- A request id already held (a reserve retried after a lost reply) keeps
+-- its hold and is not counted twice.
+local ids = {}
+for i = FIRST, #ARGV, STRIDE do ids[#ids + 1] = ARGV[i] end
+local taken = {}
+for n, raw in ipairs(redis.call('HMGET', KEYS[2], unpack(ids))) do
+  if raw then taken[ids[n]] = true end
+end
+
+local reply = {v(team.lim.ds), v(team.lim.ms), v(team.lim.dh), v(team.lim.mh)}
+local function out(...)
+  for _, x in ipairs({...}) do reply[#reply + 1] = x end
+end
+for n, id in ipairs(ids) do
+  local i = FIRST + (n - 1) * STRIDE
+  local amount, tokens, key = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local amount_n, tokens_n = tonumber(amount), tonumber(tokens)
+  local k = nil
   if key ~= '' then
-    add(KEYS[3], 'k:' .. key, amount)
-    redis.call('HINCRBY', KEYS[6], 'k:' .. key .. ':req', 1)
-    add(KEYS[6], 'k:' .. key .. ':tok', tokens)
+    k = keys[key]
+    if not k then
+      k = scope('k:' .. key, 'k:' .. key .. ':', limits(key_at[key], i + 4))
+      keys[key] = k
+      scopes[#scopes + 1] = k
+    end
   end
-  local ttl_ms = tonumber(ARGV[5])
-  redis.call('ZADD', KEYS[1], now + ttl_ms, rid)
+  local verdict = {1, '', '', 0, 0, 0}
+  if not taken[id] then
+    local hit, where = check(team, amount_n, tokens_n), 'team'
+    if not hit and k then hit, where = check(k, amount_n, tokens_n), 'key' end
+    if hit then
+      verdict = {0, hit[1], where, hit[2], hit[3], hit[4]}
+    else
+      admit(team, amount_n, tokens_n)
+      if k then admit(k, amount_n, tokens_n) end
+      taken[id] = true
+      holds[#holds + 1] = id
+      holds[#holds + 1] = cjson.encode({a = amount, t = tokens, k = key})
+      expiries[#expiries + 1] = now + ttl_ms
+      expiries[#expiries + 1] = id
+    end
+  end
+  local kl = k and k.lim or {}
+  out(verdict[1], verdict[2], verdict[3], verdict[4], verdict[5], verdict[6])
+  out(figures_of(team))
+  out(figures_of(k))
+  out(v(kl.ds), v(kl.ms), v(kl.dh), v(kl.mh))
+end
+
+if #holds > 0 then
+  redis.call('HSET', KEYS[2], unpack(holds))
+  redis.call('ZADD', KEYS[1], unpack(expiries))
+  -- A new minute bucket gets its expiry once, when its first requests land.
+  if redis.call('HINCRBY', KEYS[6], 'req', team.reqs) == team.reqs then
+    redis.call('EXPIRE', KEYS[6], minute_ttl)
+  end
+  for _, s in ipairs(scopes) do
+    later(KEYS[3], s.field, string.format('%.0f', s.held))
+    if s ~= team then later(KEYS[6], s.prefix .. 'req', tostring(s.reqs)) end
+    later(KEYS[6], s.prefix .. 'tok', string.format('%.0f', s.toks))
+  end
+  write_sums()
   -- The three reservation keys outlive their last reservation by a minute,
   -- so a team that goes quiet leaves nothing behind; they expire together,
   -- so the counter never outlives (or dies before) what it counts. They are
   -- renewed together whenever the set's remaining life falls under the
   -- reservation ttl plus 30 s: every hold still has 30 s of margin, and a
   -- busy team pays one PTTL per reserve instead of three EXPIREs.
-  local keep_ms = ttl_ms + 60000
   if redis.call('PTTL', KEYS[1]) < ttl_ms + 30000 then
-    for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], keep_ms) end
+    for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ttl_ms + 60000) end
   end
 end
-
-local function v(x) return x or -1 end
-
--- A scope's spend is read only when it has a budget to judge it against (the
--- reply's figures feed the soft-limit flag and the fail-open cap, both about
--- budgets): most keys have none of their own, and some teams none at all.
-local NONE = {'0', '0', '0'}
-local function has_budget(lim) return lim.dh or lim.ds or lim.mh or lim.ms end
-local function spend(lim, field)
-  if not has_budget(lim) then return NONE end
-  return figures(KEYS[4], KEYS[5], field)
-end
-
-local now = now_ms()
-purge_expired(now)
-local team_lim, key_lim = limits()
-local key_fig = NONE
-
-local verdict = {1, '', '', 0, 0, 0}
-local t, key_read = nil, false
--- The reservation is written first, and only if absent: a retried reserve
--- (lost reply) finds its own and is not counted twice; a refused one is
--- taken out again below.
-if redis.call('HSETNX', KEYS[2], rid, cjson.encode({a = amount, t = tokens, k = key})) == 1 then
-  t = spend(team_lim, 'team')
-  local hit = check(team_lim, t, '')
-  local scope = 'team'
-  if not hit and key ~= '' then
-    key_fig = spend(key_lim, 'k:' .. key)
-    key_read = true
-    hit = check(key_lim, key_fig, 'k:' .. key .. ':')
-    scope = 'key'
-  end
-  if hit then
-    redis.call('HDEL', KEYS[2], rid)
-    verdict = {0, hit[1], scope, hit[2], hit[3], hit[4]}
-  else
-    record(now)
-    -- Only the holds changed since the figures were read.
-    if t ~= NONE then t[3] = redis.call('HGET', KEYS[3], 'team') or '0' end
-    if key_fig ~= NONE then key_fig[3] = redis.call('HGET', KEYS[3], 'k:' .. key) or '0' end
-  end
-end
-
-if not t then t = spend(team_lim, 'team') end
-if key ~= '' and not key_read then key_fig = spend(key_lim, 'k:' .. key) end
-return {
-  verdict[1], verdict[2], verdict[3], verdict[4], verdict[5],
-  t[1], t[2], t[3], key_fig[1], key_fig[2], key_fig[3],
-  v(team_lim.ds), v(team_lim.ms), v(team_lim.dh), v(team_lim.mh),
-  v(key_lim.ds), v(key_lim.ms), v(key_lim.dh), v(key_lim.mh), verdict[6],
-}
+return reply

@@ -32,9 +32,10 @@ from core.budget_config import Limits
 # with socket timeouts left unset); the pipelined client bounds every call.
 CALL_TIMEOUT_S = 2.0
 
-# Settles of one team and window within this long go to Redis in one call.
+# Settles of one team and window within this long go to Redis in one call
+# (reserves: those of one loop tick), at most BATCH_MAX requests in a call.
 SETTLE_WINDOW_S = 0.002
-SETTLE_BATCH_MAX = 64
+BATCH_MAX = 64
 
 # Field suffixes of a scope's limits, in ARGV order and in T:ovr.
 LIMIT_FIELDS = ("dh", "ds", "mh", "ms", "rpm", "tpm")
@@ -124,13 +125,18 @@ class ReserveReply:
     previous: int = 0  # for a rate limit hit: the previous minute's count
 
     @classmethod
-    def parse(cls, raw: list[Any]) -> ReserveReply:
+    def parse_batch(cls, raw: list[Any]) -> list[ReserveReply]:
+        """reserve.lua's reply: the team's limits, then sixteen values per request."""
+        team_limits = SoftHard(*(None if int(x) < 0 else int(x) for x in raw[:4]))
+        return [cls._parse_one(raw[at:at + 16], team_limits) for at in range(4, len(raw), 16)]
+
+    @classmethod
+    def _parse_one(cls, raw: list[Any], team_limits: SoftHard) -> ReserveReply:
         n = [int(x) for x in raw[3:]]
-        lim = [None if x < 0 else x for x in n[8:16]]
+        lim = [None if x < 0 else x for x in n[9:13]]
         return cls(int(raw[0]) == 1, _text(raw[1]), _text(raw[2]), n[0], n[1],
-                   ScopeFigures(n[2], n[3], n[4]), ScopeFigures(n[5], n[6], n[7]),
-                   SoftHard(lim[0], lim[1], lim[2], lim[3]),
-                   SoftHard(lim[4], lim[5], lim[6], lim[7]), n[16])
+                   ScopeFigures(n[3], n[4], n[5]), ScopeFigures(n[6], n[7], n[8]),
+                   team_limits, SoftHard(lim[0], lim[1], lim[2], lim[3]), n[2])
 
 
 @dataclass(frozen=True)
@@ -150,7 +156,15 @@ def _lua(name: str) -> str:
 
 
 class BudgetScripts:
-    """Registered reserve/settle scripts bound to one client and key space."""
+    """Registered reserve/settle scripts bound to one client and key space.
+
+    Both calls are gathered per team and window: the reserves that arrive in
+    one event loop tick, and the settles that finish within
+    ``SETTLE_WINDOW_S``, go to Redis in one script call (at most
+    ``BATCH_MAX``). One call for many saves a round trip, a script run and
+    every counter's read and write per request on a busy team; a lone
+    request waits one loop tick for its reserve, and nobody waits for a settle.
+    """
 
     def __init__(self, redis: Any, keys: KeySpace, reservation_ttl_s: int) -> None:
         self._keys = keys
@@ -158,10 +172,10 @@ class BudgetScripts:
         self._reserve = redis.register_script(_lua("reserve.lua"))
         self._settle = redis.register_script(_lua("settle.lua"))
         self._bounded = getattr(redis, "call_timeout_s", None) is not None
-        self._batches: dict[tuple[str, Windows], _SettleBatch] = {}
+        self._batches: dict[tuple[Any, ...], _Batch] = {}
         self._running: set[asyncio.Task[None]] = set()
 
-    async def reserve(
+    def reserve(
         self,
         *,
         request_id: str,
@@ -173,14 +187,18 @@ class BudgetScripts:
         team_limits: Limits | None,
         key_limits: Limits | None,
         previous_weight: float,
-    ) -> ReserveReply:
-        args = [request_id, amount, tokens, key_id or "", self._ttl_ms, MINUTE_TTL_S]
-        args += [*_limit_args(team_limits), *_limit_args(key_limits), f"{previous_weight:.4f}"]
-        call = self._reserve(keys=self._keys.reserve_keys(team, windows), args=args)
-        if self._bounded:
-            return ReserveReply.parse(await call)
-        async with asyncio.timeout(CALL_TIMEOUT_S):
-            return ReserveReply.parse(await call)
+    ) -> asyncio.Future[ReserveReply]:
+        """Reserve one request; the future has its reply, or the batch call's error.
+        The batch is judged with its first request's ``previous_weight`` (they
+        arrived in the same tick)."""
+        group = ("reserve", team, windows, team_limits)
+        batch = self._batches.get(group)
+        if batch is None or len(batch.futures) >= BATCH_MAX:
+            batch = self._open(group, self._reserve, self._keys.reserve_keys(team, windows),
+                               [self._ttl_ms, MINUTE_TTL_S, f"{previous_weight:.4f}",
+                                *_limit_args(team_limits)], ReserveReply.parse_batch, 0.0)
+        batch.args += (request_id, amount, tokens, key_id or "", *_limit_args(key_limits))
+        return batch.join()
 
     def queue_settle(
         self,
@@ -194,52 +212,46 @@ class BudgetScripts:
         output_tokens: int,
         cost: int,
     ) -> asyncio.Future[SettleReply]:
-        """Settle one request. Settles of the same team and windows that arrive
-        within ``SETTLE_WINDOW_S`` share one script call: settling is off the
-        client's path, and one call for many saves a round trip and a script
-        run per request on busy teams. The future has the reply, or the error
-        of the batch's call."""
-        loop = asyncio.get_running_loop()
-        batch = self._batches.get((team, windows))
-        if batch is None or len(batch.entries) >= SETTLE_BATCH_MAX:
-            batch = self._batches[(team, windows)] = _SettleBatch(team, windows)
-            loop.call_later(SETTLE_WINDOW_S, self._send, batch)
-        future: asyncio.Future[SettleReply] = loop.create_future()
-        batch.entries.append((request_id, key_id or "", model, input_tokens, output_tokens, cost))
-        batch.futures.append(future)
-        return future
+        """Settle one request; the future has its reply, or the batch call's error."""
+        group = ("settle", team, windows)
+        batch = self._batches.get(group)
+        if batch is None or len(batch.futures) >= BATCH_MAX:
+            batch = self._open(group, self._settle, self._keys.settle_keys(team, windows),
+                               [DAY_TTL_S, MONTH_TTL_S, LEDGER_TTL_S, SETTLED_TTL_S],
+                               SettleReply.parse_batch, SETTLE_WINDOW_S)
+        batch.args += (request_id, key_id or "", model, input_tokens, output_tokens, cost)
+        return batch.join()
 
     async def drain(self) -> None:
-        """Send every waiting batch now and wait for all in flight (shutdown)."""
-        for batch in list(self._batches.values()):
-            self._send(batch)
-        if self._running:
+        """Wait for every batch, waiting or in flight, to be sent and answered (shutdown)."""
+        while self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
 
-    def _send(self, batch: _SettleBatch) -> None:
-        if batch.sent:
-            return
-        batch.sent = True
-        if self._batches.get((batch.team, batch.windows)) is batch:
-            del self._batches[(batch.team, batch.windows)]
-        task = asyncio.ensure_future(self._settle_batch(batch))
+    def _open(self, group: tuple[Any, ...], script: Any, keys: list[str], args: list[Any],
+              parse: Any, delay_s: float) -> _Batch:
+        batch = self._batches[group] = _Batch(group, script, keys, args, parse)
+        # The task's first step runs in the next loop tick: every request of this
+        # tick has joined by then.
+        task = asyncio.ensure_future(self._run(batch, delay_s))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
+        return batch
 
-    async def _settle_batch(self, batch: _SettleBatch) -> None:
-        args: list[Any] = [DAY_TTL_S, MONTH_TTL_S, LEDGER_TTL_S, SETTLED_TTL_S]
-        for entry in batch.entries:
-            args.extend(entry)
+    async def _run(self, batch: _Batch, delay_s: float) -> None:
         try:
-            call = self._settle(keys=self._keys.settle_keys(batch.team, batch.windows), args=args)
+            if delay_s:
+                await asyncio.sleep(delay_s)
+            self._close(batch)
+            call = batch.script(keys=batch.keys, args=batch.args)
             if self._bounded:
                 raw = await call
             else:
                 async with asyncio.timeout(CALL_TIMEOUT_S):
                     raw = await call
-            replies = SettleReply.parse_batch(raw)
-        except BaseException as exc:  # every waiter learns, and journals its own entry
-            failure = exc if isinstance(exc, Exception) else ConnectionError("settle cancelled")
+            replies = batch.parse(raw)
+        except BaseException as exc:  # every waiter learns (a settle journals its own entry)
+            self._close(batch)
+            failure = exc if isinstance(exc, Exception) else ConnectionError("call cancelled")
             for future in batch.futures:
                 if not future.done():
                     future.set_exception(failure)
@@ -250,11 +262,22 @@ class BudgetScripts:
             if not future.done():
                 future.set_result(reply)
 
+    def _close(self, batch: _Batch) -> None:
+        """No request joins the batch any more."""
+        if self._batches.get(batch.group) is batch:
+            del self._batches[batch.group]
+
 
 @dataclass(slots=True)
-class _SettleBatch:
-    team: str
-    windows: Windows
-    entries: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
-    futures: list[asyncio.Future[SettleReply]] = dataclasses.field(default_factory=list)
-    sent: bool = False
+class _Batch:
+    group: tuple[Any, ...]
+    script: Any
+    keys: list[str]
+    args: list[Any]
+    parse: Any   # raw reply -> one reply per request, in order
+    futures: list[asyncio.Future[Any]] = dataclasses.field(default_factory=list)
+
+    def join(self) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.futures.append(future)
+        return future

@@ -95,8 +95,9 @@ def test_cluster_url(url: str, expected: tuple[str, bool]) -> None:
 
 
 def test_reply_parsing_and_soft_limits() -> None:
-    raw = [0, b"daily", b"key", 90, 100, 10, 20, 5, 1, 2, 3, 12, -1, 100, -1, -1, -1, 50, -1, 0]
-    reply = ReserveReply.parse(raw)
+    raw = [12, -1, 100, -1,   # the team's ds ms dh mh, then one request:
+           0, b"daily", b"key", 90, 100, 0, b"10", b"20", b"5", b"1", b"2", b"3", -1, -1, 50, -1]
+    [reply] = ReserveReply.parse_batch(raw)
     assert (reply.ok, reply.limit, reply.scope, reply.current, reply.limit_value) == (
         False,
         "daily",

@@ -1,0 +1,84 @@
+"""Reserves of one tick go to Redis in one script call, judged in order as if one by one."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from budget.store import BudgetStore
+from core.budget_config import Limits
+from core.errors import QuotaExceeded, RateLimited
+from tests.budget.test_store import USD, reserve, run
+
+AMOUNT = USD // 100
+
+
+def _count_calls(store: BudgetStore) -> list[int]:
+    """Spy on the reserve script: the size of each call's batch (ten ARGV per request)."""
+    scripts = store._scripts
+    real = scripts._reserve
+    sizes: list[int] = []
+
+    def spy(*, keys: list[str], args: list[Any]) -> Any:
+        sizes.append((len(args) - 9) // 10)
+        return real(keys=keys, args=args)
+
+    scripts._reserve = spy
+    return sizes
+
+
+def test_a_tick_of_reserves_is_one_call_judged_in_order(tmp_path: Path, prefix: str) -> None:
+    limits = Limits(daily_hard_usd=5 * AMOUNT / USD)
+
+    async def body(store: BudgetStore, client: Any) -> None:
+        sizes = _count_calls(store)
+        outcomes = await asyncio.gather(
+            *(reserve(store, f"r{i}", AMOUNT, limits=limits) for i in range(8)),
+            return_exceptions=True)
+        assert sizes == [8]
+        assert [not isinstance(o, BaseException) for o in outcomes] == [True] * 5 + [False] * 3
+        refused = outcomes[5]
+        assert isinstance(refused, QuotaExceeded) and "daily hard budget" in refused.message
+        usage = await store.usage("t", limits)
+        assert usage["reserved_usd"] * USD == 5 * AMOUNT
+        for i in range(5):   # the holds are real: each settles once, exactly
+            await store.settle(outcomes[i], input_tokens=1, output_tokens=1, cost_nanousd=7)
+        usage = await store.usage("t", limits)
+        assert (usage["reserved_usd"], usage["spent_today_nanousd"]) == (0, 35)
+
+    run(tmp_path, prefix, body)
+
+
+def test_a_batch_sees_its_own_rate_counts_keys_and_duplicates(tmp_path: Path, prefix: str) -> None:
+    """Key limits apply per key inside one batch, the team's across keys, and a
+    request id sent twice in one batch (a retried reserve) holds once."""
+    team = Limits(rpm=5)
+    per_key = Limits(rpm=2)
+
+    async def body(store: BudgetStore, client: Any) -> None:
+        sizes = _count_calls(store)
+        calls = [reserve(store, f"a{i}", AMOUNT, limits=team, key="a", key_limits=per_key)
+                 for i in range(3)]
+        calls += [reserve(store, "b0", AMOUNT, limits=team, key="b", key_limits=per_key)
+                  for _ in range(2)]
+        calls += [reserve(store, f"c{i}", AMOUNT, limits=team, key="c") for i in range(3)]
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        assert sizes == [8]
+        kinds = [type(o).__name__ for o in outcomes]
+        # a0 a1 pass, a2 hits the key's rpm; b0 twice is one request; c0 c1 fill
+        # the team's 5 (a0 a1 b0 c0 c1) and c2 hits the team's rpm.
+        assert kinds == ["Reservation", "Reservation", "RateLimited", "Reservation",
+                         "Reservation", "Reservation", "Reservation", "RateLimited"]
+        assert isinstance(outcomes[2], RateLimited) and outcomes[2].headers["retry-after"]
+        usage = await store.usage("t", team)
+        assert usage["reserved_usd"] * USD == 5 * AMOUNT   # b0 held once
+        # The next tick sees everything the batch recorded.
+        try:
+            await reserve(store, "late", AMOUNT, limits=team)
+        except RateLimited:
+            pass
+        else:
+            raise AssertionError("the team's rpm was full")
+
+    run(tmp_path, prefix, body)
