@@ -5,11 +5,12 @@
                               key_id="ci", key_limits=key.budget, model="small",
                               max_cost_nanousd=worst_case, max_tokens=prompt + max_out)
     ...                                             # call the backend
-    await store.settle(res, input_tokens=u.prompt_tokens,
-                       output_tokens=u.completion_tokens, cost_nanousd=cost)
+    store.settle(res, input_tokens=u.prompt_tokens,          # queued; await it to
+                 output_tokens=u.completion_tokens, cost_nanousd=cost)   # know it is stored
 
-One script call each (``reserve.lua``, ``settle.lua``; the settles of a
-team that finish within 2 ms share one call): every replica checks and
+One script call each (``reserve.lua``, ``settle.lua``; a team's reserves
+that arrive in one loop tick share one call, and so do its settles that
+finish within 2 ms): every replica checks and
 changes the same counters atomically, so concurrent requests can never all
 pass on the same headroom. ``settle`` never raises: if Redis is
 unreachable, the spend goes to the local journal and ``run_reconciler``
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +87,7 @@ class BudgetStore(AdminCalls):
         self._down_until = 0.0
         self._last_ok = 0.0
         self._stopping = asyncio.Event()
+        self._journaling: set[asyncio.Task[None]] = set()   # settles on their way to disk
 
     async def reserve(
         self,
@@ -146,7 +149,7 @@ class BudgetStore(AdminCalls):
         self._last_ok = time.monotonic()
         return reply
 
-    async def settle(
+    def settle(
         self,
         reservation: Reservation,
         *,
@@ -154,49 +157,55 @@ class BudgetStore(AdminCalls):
         output_tokens: int,
         cost_nanousd: int,
         model: str | None = None,
-    ) -> None:
+    ) -> asyncio.Future[None]:
         """Bill the real cost and release the rest. Never raises.
 
         ``model`` is the model that answered, for the ledger (a fallback's
         answer is not filed under the first choice); default the reserved one.
         ``RELEASE_ONLY`` ("") frees the hold and records nothing, so the same
         request id can still be billed later (a batch line run again).
-        Shielded: a client that disconnects while we settle must not cancel
-        the billing of what the upstream already generated.
-        """
-        await asyncio.shield(self._settle(reservation, input_tokens, output_tokens, cost_nanousd,
-                                          reservation.model if model is None else model))
 
-    def _settle(self, res: Reservation, input_tokens: int, output_tokens: int, cost: int,
-                model: str) -> asyncio.Future[None]:
-        """Queue the settle; the future is done once it is in Redis or in the journal.
-        No task per request: the batch's reply finishes it in a callback."""
+        Returns a future, done once the spend is in Redis or in the local
+        journal. Awaiting it is optional: the settle is queued before this
+        returns, goes with its batch, and ``aclose`` waits for it. Cancelling
+        the future (a client that disconnects while its caller waits) cancels
+        nothing: what the upstream generated is billed all the same.
+        """
+        res = reservation
         if res.local:
-            self._local.settle(res.team, res.amount, cost)
-        if res.amount and cost > res.amount:
+            self._local.settle(res.team, res.amount, cost_nanousd)
+        if res.amount and cost_nanousd > res.amount:
             # Billed exactly all the same, but the hard-limit guarantee rests on
             # the reserved amount being a true worst case: find the estimator bug.
             log.warning("budget: request %s cost %d nano-USD, above its reserved worst case %d",
-                        res.request_id, cost, res.amount)
-        entry = res.journal_entry(input_tokens, output_tokens, cost, model)
+                        res.request_id, cost_nanousd, res.amount)
+        entry = res.journal_entry(input_tokens, output_tokens, cost_nanousd,
+                                  res.model if model is None else model)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self._suspect_down():
-            return asyncio.ensure_future(self._journal(entry))
-        done = asyncio.get_running_loop().create_future()
-        self._queue(entry).add_done_callback(lambda queued: self._settled(entry, queued, done))
+            self._journal_then(entry, done)
+        else:
+            self._queue(entry).add_done_callback(partial(self._settled, entry, done))
         return done
 
-    def _settled(self, entry: JournalEntry, queued: asyncio.Future[SettleReply],
-                 done: asyncio.Future[None]) -> None:
+    def _settled(self, entry: JournalEntry, done: asyncio.Future[None],
+                 queued: asyncio.Future[SettleReply]) -> None:
+        """The batch's reply (no task per request): noted, or the entry journaled."""
         failure = (ConnectionError("settle cancelled") if queued.cancelled()
                    else queued.exception())
         if failure is None:
             self._last_ok = time.monotonic()
-            done.set_result(None)
+            _finish(done)
             self._note_settled(entry, queued.result())
             return
         self._mark_down("settle", failure)
-        journaled = asyncio.ensure_future(self._journal(entry))
-        journaled.add_done_callback(lambda _: done.set_result(None))
+        self._journal_then(entry, done)
+
+    def _journal_then(self, entry: JournalEntry, done: asyncio.Future[None]) -> None:
+        task = asyncio.ensure_future(self._journal(entry))
+        self._journaling.add(task)
+        task.add_done_callback(self._journaling.discard)
+        task.add_done_callback(lambda _: _finish(done))
 
     async def _journal(self, entry: JournalEntry) -> None:
         try:
@@ -343,5 +352,13 @@ class BudgetStore(AdminCalls):
                 pass
 
     async def aclose(self) -> None:
+        """Stop the reconciler; wait for every queued settle to reach Redis or the journal."""
         self._stopping.set()
         await self._scripts.drain()
+        while self._journaling:
+            await asyncio.gather(*self._journaling, return_exceptions=True)
+
+
+def _finish(done: asyncio.Future[None]) -> None:
+    if not done.done():   # its caller may have stopped waiting (cancelled it)
+        done.set_result(None)

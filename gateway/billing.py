@@ -2,7 +2,7 @@
 
     bill = Bill()
     ... the pipeline fills it in as the request goes ...
-    await settle(gw, outcome, attempts, bill)        # in the pipeline's one finally
+    settle(gw, outcome, attempts, bill)        # in the pipeline's one finally: queued
 
 The cost is computed here and only here (``gateway.pricing`` gives the
 prices): the delivered answer, plus every refused answer of an escalation,
@@ -13,6 +13,7 @@ reservation. Nothing here raises: the answer is already decided.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -104,20 +105,25 @@ def _report(o: Outcome, lines: list[Line]) -> None:
     o.energy_j = sum(energy) if energy else None
 
 
-async def settle(gw: AppState, o: Outcome, attempts: Attempts, bill: Bill) -> None:
+def settle(gw: AppState, o: Outcome, attempts: Attempts, bill: Bill) -> list[asyncio.Future[None]]:
+    """Bill every line and release the hold; the settles are queued when this
+    returns, and each future is done once its spend is stored (Redis or the
+    journal). Nobody has to wait for them: a live response is already sent."""
     lines = _lines(o, attempts, bill)
     _report(o, lines)
     if bill.reservation is None:
-        return
+        return []
     reservation, bill.reservation = bill.reservation, None
+    settled: list[asyncio.Future[None]] = []
     try:
         for i, line in enumerate(lines[:-1]):
-            await settle_budget(gw, reservation, line.model, line.usage, line.cost, attempt=i + 1)
+            settled.append(settle_budget(gw, reservation, line.model, line.usage, line.cost,
+                                         attempt=i + 1))
         if lines:
             last = lines[-1]
-            await settle_budget(gw, reservation, last.model, last.usage, last.cost)
+            settled.append(settle_budget(gw, reservation, last.model, last.usage, last.cost))
         else:
-            await settle_budget(gw, reservation, attempts.model, None, 0)
+            settled.append(settle_budget(gw, reservation, attempts.model, None, 0))
     except Exception:  # settling must never break a response already sent
         logger.exception("request %s: settling the budget failed", o.request_id)
-
+    return settled

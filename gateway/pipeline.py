@@ -13,6 +13,7 @@ whatever happened: success, a refusal, an upstream failure, a client gone.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -64,9 +65,13 @@ class Responder(Protocol):
 
 async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
                      read_body: Callable[[], Awaitable[bytes]], *, caller: Caller | None = None,
-                     pool: str | None = None, request_id: str | None = None) -> Outcome:
+                     pool: str | None = None, request_id: str | None = None,
+                     wait_settled: bool = False) -> Outcome:
     """``request_id``: a stable id for work that may run again (a batch line
-    after a crash), so its settle is idempotent; live requests get a fresh one."""
+    after a crash), so its settle is idempotent; live requests get a fresh one.
+    ``wait_settled``: return only once the spend is stored (Redis or the
+    journal), for work that records its own result next (a batch line); a
+    live request's task ends as soon as its answer is sent."""
     o = Outcome(request_id or new_request_id(), client_request_id(headers.get("x-request-id")))
     started = time.perf_counter()
     attempts, bill = Attempts(), Bill()
@@ -95,7 +100,9 @@ async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
         o.fallbacks = attempts.fallback_reasons or None
         o.latency_s = time.perf_counter() - started
         stage = span.child("settle")
-        await settle(gw, o, attempts, bill)
+        settled = settle(gw, o, attempts, bill)
+        if wait_settled and settled:
+            await asyncio.shield(asyncio.gather(*settled))
         stage.end()
         span.finish(o)
         gw.telemetry.request_completed(o)
@@ -190,5 +197,6 @@ async def run_chat_line(gw: AppState, caller: Caller, body: dict, *, pool: str =
         return orjson.dumps(body)
 
     answer = CollectedAnswer()
-    await serve_chat(gw, answer, {}, read_body, caller=caller, pool=pool, request_id=request_id)
+    await serve_chat(gw, answer, {}, read_body, caller=caller, pool=pool, request_id=request_id,
+                     wait_settled=True)
     return answer.status, answer.body

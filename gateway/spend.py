@@ -2,7 +2,7 @@
 
     reservation = await reserve_budget(gw, caller, request_id, chat, decision, features, rate)
     ...
-    await settle_budget(gw, reservation, model, usage, cost)
+    settle_budget(gw, reservation, model, usage, cost)     # queued: a future to await or not
 
 One reservation covers the whole fallback chain (the most expensive model in
 it at its maximum output), so a fallback never needs a second round trip and
@@ -12,6 +12,7 @@ row), from the checked usage (``gateway.metering``), exactly once.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -66,8 +67,8 @@ async def reserve_budget(gw: AppState, caller: Caller, request_id: str, chat: Ch
         max_cost_nanousd=amount, max_tokens=tokens)
 
 
-async def settle_budget(gw: AppState, reservation: Reservation, model: ModelConfig | None,
-                        usage: Usage | None, cost: int, *, attempt: int = 0) -> None:
+def settle_budget(gw: AppState, reservation: Reservation, model: ModelConfig | None,
+                  usage: Usage | None, cost: int, *, attempt: int = 0) -> asyncio.Future[None]:
     """Bill ``cost`` to ``model``'s ledger line and, for the delivered answer
     (``attempt`` 0), release the rest of the hold. A refused answer of an
     escalation (``attempt`` 1, 2, ...) is billed under its own idempotency id
@@ -78,9 +79,8 @@ async def settle_budget(gw: AppState, reservation: Reservation, model: ModelConf
     if usage is None:
         # Nothing was generated: free the hold without marking the id settled,
         # so work that runs again under the same id (a batch line) is billed then.
-        await gw.budget.settle(reservation, input_tokens=0, output_tokens=0, cost_nanousd=0,
-                               model=RELEASE_ONLY)
-        return
-    await gw.budget.settle(reservation, input_tokens=usage.prompt_tokens,
-                           output_tokens=usage.completion_tokens, cost_nanousd=cost,
-                           model=model.name if model else None)
+        return gw.budget.settle(reservation, input_tokens=0, output_tokens=0, cost_nanousd=0,
+                                model=RELEASE_ONLY)
+    return gw.budget.settle(reservation, input_tokens=usage.prompt_tokens,
+                            output_tokens=usage.completion_tokens, cost_nanousd=cost,
+                            model=model.name if model else None)

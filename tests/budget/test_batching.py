@@ -82,3 +82,19 @@ def test_a_batch_sees_its_own_rate_counts_keys_and_duplicates(tmp_path: Path, pr
             raise AssertionError("the team's rpm was full")
 
     run(tmp_path, prefix, body)
+
+
+def test_a_settle_nobody_awaits_is_stored_by_close(tmp_path: Path, prefix: str) -> None:
+    """settle() queues at once: a caller that never awaits it, or cancels its
+    future (a client gone), loses nothing; aclose() waits for the batch."""
+    async def body(store: BudgetStore, client: Any) -> None:
+        held = [await reserve(store, f"s{i}", AMOUNT) for i in range(3)]
+        store.settle(held[0], input_tokens=1, output_tokens=1, cost_nanousd=11)
+        store.settle(held[1], input_tokens=1, output_tokens=1, cost_nanousd=13).cancel()
+        waited = store.settle(held[2], input_tokens=1, output_tokens=1, cost_nanousd=17)
+        await store.aclose()
+        assert waited.done()
+        usage = await store.usage("t", None)
+        assert (usage["spent_today_nanousd"], usage["reserved_usd"]) == (41, 0)
+
+    run(tmp_path, prefix, body)
