@@ -58,13 +58,15 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -
 
 @contextlib.contextmanager
 def running(args: list[str], ready_url: str, log: Path, *, timeout: float = 30.0,
-            stop_s: float = 10.0) -> Iterator[subprocess.Popen[bytes]]:
+            stop_s: float = 10.0, wrapper: tuple[str, ...] = ()
+            ) -> Iterator[subprocess.Popen[bytes]]:
     """``python -m *args`` in its own session, logging to ``log``; yields the
-    process once ``ready_url`` answers, and stops it (SIGTERM, then kill) after."""
+    process once ``ready_url`` answers, and stops it (SIGTERM, then kill) after.
+    ``wrapper``: a command that runs Python (``valgrind --tool=callgrind ...``)."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.setdefault("TIKTOKEN_CACHE_DIR", str(REPO.parent / "shared" / "tiktoken"))
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", *args], cwd=REPO, env=env, stdout=out,
+        proc = subprocess.Popen([*wrapper, sys.executable, "-m", *args], cwd=REPO, env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_ready(ready_url, proc, timeout=timeout)
@@ -85,6 +87,17 @@ def server(args: list[str], ready_path: str, port: int, log: Path) -> Iterator[s
     base = f"http://127.0.0.1:{port}"
     with running(args, base + ready_path, log):
         yield base
+
+
+def target_command(name: str, stub: str, port: int, tmp: Path, redis: str = "url",
+                   classifier: str | None = None) -> tuple[list[str], str]:
+    """A bare proxy's or a routegate variant's ``python -m`` arguments, and its ready path."""
+    if name.startswith("bare-"):
+        return (["loadtest.bare_proxy", "--port", str(port), "--upstream", stub,
+                 "--client", name.removeprefix("bare-")], "/health")
+    config = routegate_config(stub, tmp, name, redis, classifier)
+    return (["gateway.cli", "serve", "--config", str(config), "--port", str(port),
+             "--log-level", ROUTEGATE_VARIANTS[name][0]], "/healthz")
 
 
 def routegate_config(stub: str, tmp: Path, name: str, redis: str, classifier: str | None) -> Path:
@@ -116,15 +129,8 @@ def start_targets(names: list[str], tmp: Path, redis: str,
             port = free_port()
             if name == "direct":
                 base = stub
-            elif name.startswith("bare-"):
-                base = stack.enter_context(server(
-                    ["loadtest.bare_proxy", "--port", str(port), "--upstream", stub,
-                     "--client", name.removeprefix("bare-")], "/health", port, tmp / f"{name}.log"))
             else:
-                config = routegate_config(stub, tmp, name, redis, classifier)
-                base = stack.enter_context(server(
-                    ["gateway.cli", "serve", "--config", str(config), "--port", str(port),
-                     "--log-level", ROUTEGATE_VARIANTS[name][0]], "/healthz", port,
-                    tmp / f"{name}.log"))
+                command, ready = target_command(name, stub, port, tmp, redis, classifier)
+                base = stack.enter_context(server(command, ready, port, tmp / f"{name}.log"))
             urls[name] = base + "/v1/chat/completions"
         yield urls
