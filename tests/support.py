@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -153,8 +154,12 @@ def run_gateway(config: dict, *, workers: int = 1, env: dict[str, str] | None = 
             env=child_env(**(env or {})), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
     gw = Gateway(f"http://127.0.0.1:{port}", proc, path, log_path)
+    passed = False
     try:
         wait_http(gw.url + "/healthz", proc)
         yield gw
+        passed = True
     finally:
         stop(proc)
+        if passed:      # a failed test keeps its directory: the gateway's log is there
+            shutil.rmtree(tmp, ignore_errors=True)
