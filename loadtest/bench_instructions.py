@@ -7,7 +7,7 @@ of instructions a server runs per request barely moves, so a change of a few
 percent shows. Each target of ``loadtest/bench_proxy.py`` (one at a time, in
 front of the same stub upstream) runs under valgrind's callgrind with
 counting off; after ``--warmup`` requests it is switched on for
-``--requests`` non-streamed requests at ``--concurrency``, then dumped and
+``--requests`` requests (``--stream``: streamed) at ``--concurrency``, then dumped and
 read. Under valgrind a server runs some 50 times slower, so what depends on
 timing (how many reserves share a Redis call) differs from a real run: the
 figure is for comparing code, not a throughput. Needs valgrind
@@ -33,9 +33,9 @@ from loadtest.targets import KEY, free_port, running, target_command
 TARGETS = ("bare-aiohttp", "routegate", "routegate-nobudget")
 
 
-async def send(url: str, count: int, concurrency: int) -> None:
+async def send(url: str, count: int, concurrency: int, stream: bool) -> None:
     """``count`` requests, ``concurrency`` at a time; any status but 200 fails the run."""
-    body = request_body(stream=False).encode()
+    body = request_body(stream).encode()
     headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
     left = count
 
@@ -72,10 +72,10 @@ def measure(name: str, stub: str, tmp: Path, args: argparse.Namespace) -> float:
     with running(command, base + ready, tmp / f"{name}.log", wrapper=wrapper,
                  timeout=300, stop_s=60) as proc:
         url = base + "/v1/chat/completions"
-        asyncio.run(send(url, args.warmup, args.concurrency))
+        asyncio.run(send(url, args.warmup, args.concurrency, args.stream))
         subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], check=True,
                        capture_output=True)
-        asyncio.run(send(url, args.requests, args.concurrency))
+        asyncio.run(send(url, args.requests, args.concurrency, args.stream))
         subprocess.run(["callgrind_control", "-d", str(proc.pid)], check=True,
                        capture_output=True)
         for _ in range(100):        # the dump is written by the process, after the call
@@ -94,6 +94,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--stream", action="store_true", help="streamed requests (SSE)")
     return parser.parse_args(argv)
 
 
@@ -108,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         stub = f"http://127.0.0.1:{stub_port}"
         with running(["loadtest.stub_upstream", "--port", str(stub_port)], stub + "/health",
                      tmp / "stub.log"):
-            print(f"non-streamed, c={args.concurrency}, {args.requests} requests after "
+            print(f"{'streamed' if args.stream else 'non-streamed'}, c={args.concurrency}, "
+                  f"{args.requests} requests after "
                   f"{args.warmup} of warm-up, instructions per request (callgrind):")
             for name in args.targets.split(","):
                 per_request = measure(name, stub, tmp, args)
