@@ -6,9 +6,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from redis.exceptions import ResponseError
+
+from budget.redis_client import open_redis
 from budget.store import BudgetStore
 from core.budget_config import Limits
 from core.errors import QuotaExceeded, RateLimited
+from tests.budget.conftest import make_store
+from tests.budget.servers import RedisServer
 from tests.budget.test_store import USD, reserve, run
 
 AMOUNT = USD // 100
@@ -98,3 +103,31 @@ def test_a_settle_nobody_awaits_is_stored_by_close(tmp_path: Path, prefix: str) 
         assert (usage["spent_today_nanousd"], usage["reserved_usd"]) == (41, 0)
 
     run(tmp_path, prefix, body)
+
+
+def test_batches_survive_a_script_flush_and_report_script_errors(tmp_path: Path) -> None:
+    """A batch is written straight to the pipelined connection: a Redis that forgot
+    the script (restart, failover) gets it loaded again, and a Lua error reaches
+    every request of the batch instead of leaving them waiting."""
+    async def main(server: RedisServer) -> None:
+        handle = await open_redis(server.url, tmp_path)
+        store = make_store(handle.client, "flush", tmp_path / "data")
+        try:
+            first = await asyncio.gather(*(reserve(store, f"a{i}", AMOUNT) for i in range(3)))
+            await handle.client.script_flush()
+            again = await asyncio.gather(*(reserve(store, f"b{i}", AMOUNT) for i in range(3)))
+            await asyncio.gather(*(store.settle(r, input_tokens=1, output_tokens=1,
+                                                cost_nanousd=5) for r in first + again))
+            usage = await store.usage("t", None)
+            assert (usage["spent_today_nanousd"], usage["reserved_usd"]) == (30, 0)
+            await handle.client.delete(store._keys.reserve_keys("t", store._keys.windows())[1])
+            await handle.client.set(store._keys.reserve_keys("t", store._keys.windows())[1], "x")
+            failed = await asyncio.gather(*(reserve(store, f"c{i}", AMOUNT) for i in range(2)),
+                                          return_exceptions=True)
+            assert all(isinstance(f, ResponseError) and "WRONGTYPE" in str(f) for f in failed)
+        finally:
+            await store.aclose()
+            await handle.close()
+
+    with RedisServer(tmp_path / "redis") as server:
+        asyncio.run(main(server))
