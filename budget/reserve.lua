@@ -13,13 +13,14 @@
 --       4..9 team limits  dh ds mh ms rpm tpm  ('' = none)
 --       then ten per request: request id, amount (nano-USD), tokens (prompt +
 --       max output), key id ('' = none), key limits dh ds mh ms rpm tpm
--- Reply: {team ds ms dh mh, then sixteen per request: ok (1|0), limit,
---         scope, current, limit value, previous, team d m r, key d m r,
---         key ds ms dh mh}
--- (limit values -1 = none; a scope's d m r are 0 when it has no daily or
+-- Reply: {team ds ms dh mh, team d m r after the batch, then seven per
+--         request: ok (1|0), limit, scope, current, limit value, previous,
+--         soft (1: the team is at a soft limit, + 2: the key is)}
+-- (limit values -1 = none; the team's d m r are 0 when it has no daily or
 -- monthly budget, soft or hard). "current" is what already counts against
 -- the limit that was hit: spent + reserved for budgets, this minute's bucket
--- for rates, and "previous" the previous minute's bucket.
+-- for rates, and "previous" the previous minute's bucket. "soft" counts the
+-- request's own hold, as the figures do.
 --
 -- Rates are sliding windows: this minute's count plus the previous minute's
 -- scaled by how much of it is still inside the last 60 s, so a burst at the
@@ -101,9 +102,10 @@ local function admit(s, amount, tokens)
   s.toks = s.toks + tokens
 end
 
-local function figures_of(s)
-  if not s or not s.day then return '0', '0', '0' end
-  return s.day, s.month, string.format('%.0f', s.reserved + s.held)
+local function soft(s)
+  if not s or not s.day then return false end
+  local res, lim = s.reserved + s.held, s.lim
+  return (lim.ds and num(s.day) + res >= lim.ds) or (lim.ms and num(s.month) + res >= lim.ms)
 end
 
 local function v(x) return x or -1 end
@@ -122,10 +124,7 @@ for n, raw in ipairs(redis.call('HMGET', KEYS[2], unpack(ids))) do
   if raw then taken[ids[n]] = true end
 end
 
-local reply = {v(team.lim.ds), v(team.lim.ms), v(team.lim.dh), v(team.lim.mh)}
-local function out(...)
-  for _, x in ipairs({...}) do reply[#reply + 1] = x end
-end
+local reply = {v(team.lim.ds), v(team.lim.ms), v(team.lim.dh), v(team.lim.mh), '0', '0', '0'}
 for n, id in ipairs(ids) do
   local i = FIRST + (n - 1) * STRIDE
   local amount, tokens, key = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -155,11 +154,13 @@ for n, id in ipairs(ids) do
       expiries[#expiries + 1] = id
     end
   end
-  local kl = k and k.lim or {}
-  out(verdict[1], verdict[2], verdict[3], verdict[4], verdict[5], verdict[6])
-  out(figures_of(team))
-  out(figures_of(k))
-  out(v(kl.ds), v(kl.ms), v(kl.dh), v(kl.mh))
+  local at = #reply
+  for j = 1, 6 do reply[at + j] = verdict[j] end
+  reply[at + 7] = (soft(team) and 1 or 0) + (soft(k) and 2 or 0)
+end
+if team.day then
+  reply[5], reply[6] = team.day, team.month
+  reply[7] = string.format('%.0f', team.reserved + team.held)
 end
 
 if #holds > 0 then

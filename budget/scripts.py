@@ -118,25 +118,20 @@ class ReserveReply:
     scope: str  # "team" | "key"
     current: int
     limit_value: int
-    team: ScopeFigures
-    key: ScopeFigures
+    previous: int  # for a rate limit hit: the previous minute's count
+    soft: int      # 1: the team is at a soft limit, + 2: the key is (this hold counted)
+    team: ScopeFigures       # the team's figures after the whole batch
     team_limits: SoftHard
-    key_limits: SoftHard
-    previous: int = 0  # for a rate limit hit: the previous minute's count
 
     @classmethod
     def parse_batch(cls, raw: list[Any]) -> list[ReserveReply]:
-        """reserve.lua's reply: the team's limits, then sixteen values per request."""
-        team_limits = SoftHard(*(None if int(x) < 0 else int(x) for x in raw[:4]))
-        return [cls._parse_one(raw[at:at + 16], team_limits) for at in range(4, len(raw), 16)]
-
-    @classmethod
-    def _parse_one(cls, raw: list[Any], team_limits: SoftHard) -> ReserveReply:
-        n = [int(x) for x in raw[3:]]
-        lim = [None if x < 0 else x for x in n[9:13]]
-        return cls(int(raw[0]) == 1, _text(raw[1]), _text(raw[2]), n[0], n[1],
-                   ScopeFigures(n[3], n[4], n[5]), ScopeFigures(n[6], n[7], n[8]),
-                   team_limits, SoftHard(lim[0], lim[1], lim[2], lim[3]), n[2])
+        """reserve.lua's reply: the team's limits and figures, then seven values per request."""
+        team_limits = SoftHard(*(None if x < 0 else x for x in raw[:4]))
+        team = ScopeFigures(int(raw[4]), int(raw[5]), int(raw[6]))
+        return [cls(True, "", "", 0, 0, 0, raw[at + 6], team, team_limits) if raw[at] == 1
+                else cls(False, _text(raw[at + 1]), _text(raw[at + 2]), raw[at + 3], raw[at + 4],
+                         raw[at + 5], raw[at + 6], team, team_limits)
+                for at in range(7, len(raw), 7)]
 
 
 @dataclass(frozen=True)

@@ -241,13 +241,10 @@ class BudgetStore(AdminCalls):
 
     def _remember(self, team: str, key_id: str | None, reply: ReserveReply) -> bool:
         self._last[team] = (reply.team, reply.team_limits)
-        team_soft = reply.team_limits.soft_reached(reply.team)
-        self._soft[(team, None)] = team_soft
-        soft = team_soft
+        self._soft[(team, None)] = bool(reply.soft & 1)
         if key_id is not None:
-            soft = team_soft or reply.key_limits.soft_reached(reply.key)
-            self._soft[(team, key_id)] = soft
-        return soft
+            self._soft[(team, key_id)] = reply.soft != 0
+        return reply.soft != 0
 
     def _suspect_down(self) -> bool:
         return time.monotonic() < self._down_until

@@ -131,3 +131,20 @@ def test_batches_survive_a_script_flush_and_report_script_errors(tmp_path: Path)
 
     with RedisServer(tmp_path / "redis") as server:
         asyncio.run(main(server))
+
+
+def test_a_key_at_its_soft_limit_is_flagged_for_that_key_only(tmp_path: Path, prefix: str) -> None:
+    """reserve.lua judges soft limits itself (the reply carries one flag per
+    scope): a key past its own soft budget routes cheaper, its team does not."""
+    key_limits = Limits(daily_soft_usd=1.5 * AMOUNT / USD)
+
+    async def body(store: BudgetStore, client: Any) -> None:
+        first = await reserve(store, "k1", AMOUNT, key="k", key_limits=key_limits)
+        assert not first.soft_limited
+        second = await reserve(store, "k2", AMOUNT, key="k", key_limits=key_limits)
+        assert second.soft_limited                      # 2 held >= 1.5
+        assert store.soft_limited("t", "k") and not store.soft_limited("t")
+        other = await reserve(store, "o1", AMOUNT, key="other")
+        assert not other.soft_limited
+
+    run(tmp_path, prefix, body)

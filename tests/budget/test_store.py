@@ -304,10 +304,13 @@ def test_spend_is_read_only_for_scopes_with_a_budget(tmp_path: Path, prefix: str
         held = await reserve(store, "spent", 500, key="k")
         await store.settle(held, input_tokens=1, output_tokens=1, cost_nanousd=500)
         bare = await reply("r1", None)
-        assert bare.ok and tuple(bare.team) == (0, 0, 0) and tuple(bare.key) == (0, 0, 0)
+        assert bare.ok and tuple(bare.team) == (0, 0, 0) and bare.soft == 0
         judged = await reply("r2", Limits(daily_soft_usd=1))
         assert judged.ok and judged.team.spent_day == 500 and judged.team.reserved == 200
-        assert tuple(judged.key) == (0, 0, 0)          # the key has no budget of its own
+        assert judged.soft == 0
+        # 500 spent + 300 held with this one's 100: at a soft limit of 800 nano-USD.
+        reached = await reply("r3", Limits(daily_soft_usd=800 / 1e9))
+        assert reached.ok and reached.soft == 1 and reached.team.reserved == 300
 
     run(tmp_path, prefix, body)
 

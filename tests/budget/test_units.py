@@ -95,20 +95,16 @@ def test_cluster_url(url: str, expected: tuple[str, bool]) -> None:
 
 
 def test_reply_parsing_and_soft_limits() -> None:
-    raw = [12, -1, 100, -1,   # the team's ds ms dh mh, then one request:
-           0, b"daily", b"key", 90, 100, 0, b"10", b"20", b"5", b"1", b"2", b"3", -1, -1, 50, -1]
-    [reply] = ReserveReply.parse_batch(raw)
-    assert (reply.ok, reply.limit, reply.scope, reply.current, reply.limit_value) == (
-        False,
-        "daily",
-        "key",
-        90,
-        100,
-    )
-    assert reply.team == ScopeFigures(10, 20, 5)
-    assert reply.team_limits == SoftHard(12, None, 100, None)
-    assert reply.team_limits.soft_reached(reply.team)  # 10 + 5 >= 12
-    assert not reply.key_limits.soft_reached(reply.key)
+    raw = [12, -1, 100, -1, b"10", b"20", b"5",   # the team's ds ms dh mh and d m r
+           0, b"daily", b"key", 90, 100, 0, 1,     # a refused request, the team soft
+           1, b"", b"", 0, 0, 0, 2]                # an admitted one, its key soft
+    refused, admitted = ReserveReply.parse_batch(raw)
+    assert (refused.ok, refused.limit, refused.scope, refused.current, refused.limit_value,
+            refused.soft) == (False, "daily", "key", 90, 100, 1)
+    assert (admitted.ok, admitted.soft) == (True, 2)
+    assert admitted.team is refused.team == ScopeFigures(10, 20, 5)
+    assert refused.team_limits == SoftHard(12, None, 100, None)
+    assert refused.team_limits.soft_reached(refused.team)  # 10 + 5 >= 12
     assert limit_values(Limits(daily_hard_usd=1.5, rpm=7)) == {"dh": 1_500_000_000, "rpm": 7}
 
 
