@@ -195,7 +195,7 @@ class OpenAICompatBackend:
     async def _request(self, call: UpstreamCall, replica: int) -> Response:
         origin = self._origins[replica]
         # The request id comes from new_request_id: printable, at most 128 characters;
-        # the caller's trace headers (gateway/tracing.py) carry their own x-request-id.
+        # the caller's trace headers (gateway/observe/tracing.py) carry their own x-request-id.
         headers = self._headers + (call.headers or b"x-request-id: %s\r\n"
                                    % call.request_id.encode("latin-1", "replace"))
         return await self._transport.request(origin, b"POST", origin.path + "/chat/completions",

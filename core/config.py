@@ -250,7 +250,7 @@ class MetricsConfig(Strict):
 
 
 class LoggingConfig(Strict):
-    """The request log (gateway/request_log.py): one ``request.completed`` event per request."""
+    """The request log (gateway/observe/request_log.py): one ``request.completed`` event per request."""
 
     requests: bool = True       # at log level info; off only to measure what logging costs
     prompts: bool = False       # the request's messages too: opt in, they may hold personal data
@@ -274,7 +274,7 @@ class GatewayConfig(Strict):
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     metrics: MetricsConfig = MetricsConfig()
     logging: LoggingConfig = LoggingConfig()
-    otel: OtelConfig = OtelConfig()           # optional traces (gateway/otel.py)
+    otel: OtelConfig = OtelConfig()           # optional traces (gateway/observe/otel.py)
 
     @model_validator(mode="after")
     def _cross_references(self) -> GatewayConfig:

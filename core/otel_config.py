@@ -7,7 +7,7 @@
 
 An endpoint without a path gets OTLP's ``/v1/traces``; one with a path is
 used as written. Off by default: the gateway then never imports the SDK
-(``gateway/otel.py``).
+(``gateway/observe/otel.py``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A model's ``scheduler:`` section: how many requests it runs at once, and how
-long the rest may queue (``gateway/scheduler.py``).
+long the rest may queue (``scheduling/scheduler.py``).
 
     models:
       - name: large
@@ -38,7 +38,7 @@ class SchedulerConfig(BaseModel):
     batch_reserve: float = Field(default=0.25, ge=0, lt=1)
     batch_backoff: float = Field(default=0.6, gt=0, le=1)
     # Once the oldest interactive waiter has queued this long, the newest goes
-    # first (gateway/scheduler.py, adaptive LIFO); at interactive_wait_s or
+    # first (scheduling/scheduler.py, adaptive LIFO); at interactive_wait_s or
     # more the queue stays first come, first served.
     interactive_lifo_after_s: float = Field(default=0.2, ge=0)
     # On-time admission (after Mooncake's prediction-based early rejection): an

@@ -38,13 +38,13 @@ class LiveStats:
 
     Written by two hands, each cheaply (a few float operations per request):
     the backend (``in_flight``, ``requests``, TTFT, TPOT, ``observe_failure``)
-    and the gateway's scheduler (``gateway/scheduler.py``: admitted, queued,
+    and the gateway's scheduler (``scheduling/scheduler.py``: admitted, queued,
     capacity, slot time, the prefill backlog, the learned prefill rate, the
     error rate). The router reads the predictions.
 
     Nothing here goes through Redis: every gateway process schedules its own
     admissions, so what it predicts from is what it admitted. Only the number
-    of live gateway replicas does (``gateway/scheduler_fleet.py``, one round
+    of live gateway replicas does (``scheduling/fleet.py``, one round
     trip a second), so that each admits its share of ``max_concurrency``.
     """
 

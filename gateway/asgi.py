@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from core.errors import MethodNotAllowed, PayloadTooLarge
 from gateway.ids import response_request_id
-from gateway.pipeline import ClientGone
+from gateway.pipeline.serve import ClientGone
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]

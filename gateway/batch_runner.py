@@ -4,7 +4,7 @@
     gw.batch.files.get(owner, file_id)         # the routes
     await service.aclose()                     # in AppState.aclose
 
-Each batch line runs through ``gateway.pipeline.run_chat_line``: the same
+Each batch line runs through ``gateway.pipeline.serve.run_chat_line``: the same
 parse, classify, route, reserve, call-with-fallback and settle as a live
 request, in the batch pool at the batch price, as the key that created the
 batch. ``routegate worker`` runs the worker without the HTTP server.
@@ -60,7 +60,7 @@ class BatchService:
 
 def line_runner(gw: AppState) -> Any:
     """``run_line`` for the worker: one batch line as a request of the batch's key."""
-    from gateway.pipeline import run_chat_line  # late: the pipeline sits above this module
+    from gateway.pipeline.serve import run_chat_line  # late: the pipeline sits above this module
 
     async def run_line(owner: Owner, body: dict[str, Any], line_id: str
                        ) -> tuple[int, dict[str, Any]]:

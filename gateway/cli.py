@@ -17,13 +17,13 @@ from classifiers import commands as classifier_commands
 from core.config import ConfigError, GatewayConfig, load_config
 from gateway.app import CONFIG_ENV, DEFAULT_CONFIG
 from gateway.auth import hash_key
+from gateway.observe.telemetry import MULTIPROC_ENV, fresh_metrics_dir
 from gateway.server import (
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_HEADER_BYTES,
     HeaderLimits,
     uvicorn_options,
 )
-from gateway.telemetry import MULTIPROC_ENV, fresh_metrics_dir
 from loadtest import commands as loadtest_commands
 from policies import get_policy
 
@@ -100,8 +100,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Cost, failures and latency per team and model (``gateway/report.py``)."""
-    from gateway.report import build_report, parse_since, print_report
+    """Cost, failures and latency per team and model (``gateway/observe/report.py``)."""
+    from gateway.observe.report import build_report, parse_since, print_report
 
     config = _load(args.config)
     if config is None:

@@ -29,12 +29,12 @@ from classifiers.length import counter_for
 from core.config import GatewayConfig, ModelConfig
 from gateway.auth import Caller, KeyRing
 from gateway.batch_runner import BatchService, open_batch_service
-from gateway.breaker import Breaker
-from gateway.otel import NOOP, Tracer, start_tracer
-from gateway.routing import Router
-from gateway.scheduler import PoolScheduler, build_schedulers
-from gateway.scheduler_fleet import FleetShare
-from gateway.telemetry import Telemetry
+from gateway.observe.otel import NOOP, Tracer, start_tracer
+from gateway.observe.telemetry import Telemetry
+from gateway.pipeline.routing import Router
+from scheduling.breaker import Breaker
+from scheduling.fleet import FleetShare
+from scheduling.scheduler import PoolScheduler, build_schedulers
 
 if TYPE_CHECKING:
     pass
@@ -76,9 +76,9 @@ class AppState:
     batch: BatchService | None = None  # the Batch API (gateway/batch_runner.py)
     config_path: str | None = None
     replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
-    # Admission per model (gateway/scheduler.py), on the backends' LiveStats.
+    # Admission per model (scheduling/scheduler.py), on the backends' LiveStats.
     schedulers: dict[str, PoolScheduler] = field(default_factory=dict)
-    tracer: Tracer = NOOP      # OpenTelemetry spans (gateway/otel.py): NOOP unless otel.endpoint
+    tracer: Tracer = NOOP      # OpenTelemetry spans (gateway/observe/otel.py): NOOP unless otel.endpoint
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:

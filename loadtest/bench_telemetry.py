@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.config import GatewayConfig, LoggingConfig
-from gateway.metrics import Metrics
-from gateway.outcome import Outcome
-from gateway.request_log import LogFile, RequestLog
+from gateway.observe.metrics import Metrics
+from gateway.observe.request_log import LogFile, RequestLog
+from gateway.pipeline.outcome import Outcome
 
 N = 20_000
 

@@ -17,7 +17,7 @@ price of the cheapest one that does: what the SLO may cost is the operator's
 call (a model 25 times dearer serves one more request on time, at the price
 of 25). Batch-pool requests have no TTFT SLO: for them this is the
 ``quality`` policy. What to try next if this answer fails is the router's
-ladder (``gateway/ladder.py``), the same for every policy.
+ladder (``gateway/pipeline/ladder.py``), the same for every policy.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Only the interactive pool has targets (``pools.interactive``); batch work has
 no TTFT SLO, so it always meets its own.
 
 The TTFT judged here counts every waiter already queued on the model, even
-when its queue serves the newest first (adaptive LIFO, ``gateway/scheduler.py``).
+when its queue serves the newest first (adaptive LIFO, ``scheduling/scheduler.py``).
 LIFO changes who waits, not how long the queue waits on average: a newcomer
 that jumps a standing queue makes an older waiter late. A model with a
 standing queue has no room for more on-time work, so SLO-aware routing

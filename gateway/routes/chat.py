@@ -3,14 +3,14 @@
     await chat_completions(http)    # -> serve_chat(gw, http, http.headers, read_body)
 
 Served in plain ASGI (``gateway.asgi``): this route is nearly all the
-traffic. ``gateway.pipeline.serve_chat`` does the rest, and settles after
+traffic. ``gateway.pipeline.serve.serve_chat`` does the rest, and settles after
 the last byte went out, so the client never waits for it.
 """
 
 from __future__ import annotations
 
 from gateway.asgi import HTTPExchange
-from gateway.pipeline import serve_chat
+from gateway.pipeline.serve import serve_chat
 from gateway.state import AppState
 
 PATH = "/v1/chat/completions"

@@ -3,7 +3,7 @@
     GET  /ui                  the page (static HTML + script; no data in it)
     POST /ui/login            form field ``key``: the admin key; sets the session cookie
     POST /ui/logout           clears it
-    GET  /admin/overview      JSON (gateway/overview.py): the admin key as a bearer
+    GET  /admin/overview      JSON (gateway/observe/overview.py): the admin key as a bearer
                               token, or the page's session cookie
 
 The key travels only in a POST body, never in a URL, and the server logs no
@@ -27,7 +27,7 @@ from fastapi.responses import Response
 from core.errors import AuthenticationFailed
 from gateway.auth import admin_key_matches
 from gateway.deps import State
-from gateway.overview import build_overview
+from gateway.observe.overview import build_overview
 from gateway.state import AppState
 
 router = APIRouter()

@@ -14,9 +14,9 @@ import pytest
 from classifiers.complexity import ComplexityModel
 from core.config import load_config
 from gateway.auth import Caller
-from gateway.features import measure
-from gateway.request import parse_chat_request
-from gateway.routing import Router
+from gateway.pipeline.features import measure
+from gateway.pipeline.request import parse_chat_request
+from gateway.pipeline.routing import Router
 from gateway.state import build_backends
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from gateway.metrics import FLUSH_S
+from gateway.observe.metrics import FLUSH_S
 from tests.support import TEST_KEY, base_config, run_gateway, run_simulator
 
 REQUESTS = 40

@@ -26,8 +26,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from pydantic import ValidationError
 
 from core.otel_config import OtelConfig
-from gateway.otel import NO_SPAN, NOOP, start_tracer
-from gateway.tracing import TraceContext
+from gateway.observe.otel import NO_SPAN, NOOP, start_tracer
+from gateway.observe.tracing import TraceContext
 from tests.support import REPO, TEST_KEY, Gateway, base_config, child_env, run_gateway
 
 AUTH = {"authorization": f"Bearer {TEST_KEY}"}
@@ -223,10 +223,10 @@ def test_when_off_the_gateway_never_imports_the_sdks_tracer() -> None:
     # redis-py imports opentelemetry.sdk.metrics by itself when the SDK is
     # installed; what must stay out is ours: the tracer, the exporter.
     code = ("import sys, gateway.app; from core.config import parse_config;"
-            "from gateway.otel import start_tracer;"
+            "from gateway.observe.otel import start_tracer;"
             "start_tracer(parse_config({'models': [{'name': 'm', 'price': "
             "{'input_per_mtok': 1, 'output_per_mtok': 1}}]}).otel);"
-            "print([m for m in sys.modules if m.startswith(('gateway.otel_sdk', "
+            "print([m for m in sys.modules if m.startswith(('gateway.observe.otel_sdk', "
             "'opentelemetry.sdk.trace', 'opentelemetry.exporter'))])")
     out = subprocess.run([sys.executable, "-c", code], env=child_env(), cwd=REPO,
                          capture_output=True, text=True, timeout=60, check=True)
@@ -234,6 +234,6 @@ def test_when_off_the_gateway_never_imports_the_sdks_tracer() -> None:
 
 
 def test_an_endpoint_without_the_sdk_stops_the_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "gateway.otel_sdk", None)   # as if the extra were missing
+    monkeypatch.setitem(sys.modules, "gateway.observe.otel_sdk", None)   # as if the extra were missing
     with pytest.raises(RuntimeError, match=r"routegate\[otel\]"):
         start_tracer(OtelConfig(endpoint="http://127.0.0.1:4318"))

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from core.config import GatewayConfig, KeyConfig, TeamConfig
 from core.errors import InvalidRequest, PermissionDenied
 from gateway.auth import Caller
-from gateway.pools import request_pool
+from gateway.pipeline.pools import request_pool
 from tests.support import TEST_KEY, base_config, hashed, run_gateway
 
 BATCH_KEY = "sk-test-batch-default"

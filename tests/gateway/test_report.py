@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from core.config import GatewayConfig, LoggingConfig
-from gateway.outcome import Outcome
-from gateway.report import build_report, log_files, parse_since
-from gateway.request_log import LogFile, RequestLog
+from gateway.observe.report import build_report, log_files, parse_since
+from gateway.observe.request_log import LogFile, RequestLog
+from gateway.pipeline.outcome import Outcome
 from tests.support import REPO, TEST_KEY, base_config, child_env, run_gateway, run_simulator
 
 

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from core.config import LoggingConfig
-from gateway.outcome import Outcome
-from gateway.request_log import LogFile, RequestLog
+from gateway.observe.request_log import LogFile, RequestLog
+from gateway.pipeline.outcome import Outcome
 from tests.support import OTHER_KEY, TEST_KEY, base_config, run_gateway, run_simulator
 
 ADMIN_KEY = "sk-admin-telemetry-test-0123456789"

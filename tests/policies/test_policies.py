@@ -10,7 +10,7 @@ import pytest
 from core.config import GatewayConfig, parse_config
 from core.escalation_config import EscalationConfig
 from core.types import LiveStats
-from gateway.ladder import climb
+from gateway.pipeline.ladder import climb
 from policies import Candidate, RouteContext, get_policy
 
 

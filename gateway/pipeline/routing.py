@@ -17,14 +17,14 @@ from core.config import GatewayConfig, ModelConfig
 from core.errors import InvalidRequest, ModelNotFound
 from core.types import LiveStats
 from gateway.auth import Caller
-from gateway.breaker import Breaker
-from gateway.features import DEFAULT_EXPECTED_OUTPUT, RequestFeatures
-from gateway.ladder import climb
-from gateway.pricing import cost_usd, pool_rate
-from gateway.request import ChatRequest
-from gateway.scheduler import DEFAULT_PREFILL_TOKENS_PER_S
+from gateway.money.pricing import cost_usd, pool_rate
+from gateway.pipeline.features import DEFAULT_EXPECTED_OUTPUT, RequestFeatures
+from gateway.pipeline.ladder import climb
+from gateway.pipeline.request import ChatRequest
 from policies import Candidate, Decision, Policy, RouteContext, get_policy
 from policies.slo import AT_RISK, SLO
+from scheduling.breaker import Breaker
+from scheduling.scheduler import DEFAULT_PREFILL_TOKENS_PER_S
 
 if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel

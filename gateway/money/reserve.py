@@ -7,7 +7,7 @@
 One reservation covers the whole fallback chain (the most expensive model in
 it at its maximum output), so a fallback never needs a second round trip and
 no attempt can overspend. Settling bills the model that answered (its ledger
-row), from the checked usage (``gateway.metering``), exactly once.
+row), from the checked usage (``gateway.money.metering``), exactly once.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from budget.reservation import Reservation
 from core.config import ModelConfig
 from core.types import Usage
 from gateway.auth import Caller
-from gateway.features import RequestFeatures
-from gateway.pricing import cost_nano
-from gateway.request import ChatRequest
+from gateway.money.pricing import cost_nano
+from gateway.pipeline.features import RequestFeatures
+from gateway.pipeline.request import ChatRequest
 from policies import Decision
 
 if TYPE_CHECKING:

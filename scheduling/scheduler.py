@@ -19,7 +19,7 @@ The rules, in order:
 
 - At most ``model.max_concurrency`` requests run (``scheduler.max_concurrency``
   per replica, default ``simulate.max_batch``, else 64), split among the
-  gateway processes in front of it (``gateway/scheduler_fleet.py``).
+  gateway processes in front of it (``scheduling/fleet.py``).
 - Interactive is admitted first: a freed slot goes to the oldest interactive
   waiter (the newest once the queue is standing: adaptive LIFO), and only
   then to batch.
@@ -143,7 +143,7 @@ class PoolScheduler:
 
     def share(self, replicas: int) -> None:
         """Admit this replica's share of the model's concurrency, when ``replicas``
-        gateway processes front it (``gateway/scheduler_fleet.py``)."""
+        gateway processes front it (``scheduling/fleet.py``)."""
         self.max_concurrency = max(1, math.ceil(self.configured / replicas))
         self.batch_limit = max(1, math.floor(self.max_concurrency * (1 - self.batch_reserve)))
         self.stats.capacity = self.max_concurrency

@@ -11,7 +11,7 @@
 
 Off by default, and then free: ``NOOP`` is one module-level object whose
 methods return itself or nothing, so the request path makes a few empty
-method calls and allocates nothing. The SDK lives in ``gateway/otel_sdk.py``,
+method calls and allocates nothing. The SDK lives in ``gateway/observe/otel_sdk.py``,
 imported only when ``otel.endpoint`` is set; it is the optional extra
 ``routegate[otel]``, and a config that asks for it without it installed
 stops the start-up with the command to run.
@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from core.otel_config import OtelConfig
-from gateway.tracing import TraceContext
+from gateway.observe.tracing import TraceContext
 
 if TYPE_CHECKING:
-    from gateway.outcome import Outcome
+    from gateway.pipeline.outcome import Outcome
 
 INSTALL_HINT = "pip install 'routegate[otel]'"
 
@@ -101,7 +101,7 @@ def start_tracer(config: OtelConfig) -> Tracer:
     if config.endpoint is None:
         return NOOP
     try:
-        from gateway.otel_sdk import OtelTracer
+        from gateway.observe.otel_sdk import OtelTracer
     except ImportError as exc:
         raise RuntimeError(f"otel.endpoint is set but the OpenTelemetry SDK is missing "
                            f"({exc.name}): {INSTALL_HINT}") from None

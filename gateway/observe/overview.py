@@ -25,7 +25,7 @@ from typing import Any
 
 from prometheus_client.core import Metric
 
-from gateway.live import LiveFigures
+from gateway.observe.live import LiveFigures
 
 
 def _samples(families: Iterable[Metric]) -> dict[str, list[tuple[dict[str, str], float]]]:

@@ -2,7 +2,7 @@
 
     metrics = Metrics(config)
     metrics.observe(outcome)                  # per request, a few increments
-    body = metrics.render(live)               # GET /metrics (live: gateway/live.py)
+    body = metrics.render(live)               # GET /metrics (live: gateway/observe/live.py)
 
 Per request (counters and histograms; with ``routegate serve --workers N`` every
 worker counts into files under ``PROMETHEUS_MULTIPROC_DIR`` and a scrape sums
@@ -50,9 +50,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from budget.journal import QUARANTINED_METRIC
 from core.config import GatewayConfig
-from gateway.live import LiveFigures
-from gateway.metric_batch import PendingCounter, PendingHistogram
-from gateway.outcome import Outcome
+from gateway.observe.live import LiveFigures
+from gateway.observe.metric_batch import PendingCounter, PendingHistogram
+from gateway.pipeline.outcome import Outcome
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"   # read by prometheus_client at import
 FLUSH_S = 1.0      # per-request updates reach prometheus_client within this
@@ -153,7 +153,7 @@ class Metrics:
                 self._flush_timer = asyncio.get_running_loop().call_later(FLUSH_S, self.flush)
 
     def flush(self) -> None:
-        """Hand the pending updates to prometheus_client (gateway/metric_batch.py)."""
+        """Hand the pending updates to prometheus_client (gateway/observe/metric_batch.py)."""
         if self._flush_timer is not None:
             self._flush_timer.cancel()
             self._flush_timer = None

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gateway.breaker import STATE_CODE
+from scheduling.breaker import STATE_CODE
 
 if TYPE_CHECKING:
     from gateway.state import AppState

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from core.errors import InvalidRequest, MalformedJSON
-from gateway.tracing import TraceContext
+from gateway.observe.tracing import TraceContext
 
 AUTO = "auto"
 QUALITY_HEADER = "x-routegate-quality"

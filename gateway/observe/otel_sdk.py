@@ -1,4 +1,4 @@
-"""The OpenTelemetry SDK behind ``gateway/otel.py``: imported only when tracing is on.
+"""The OpenTelemetry SDK behind ``gateway/observe/otel.py``: imported only when tracing is on.
 
     tracer = OtelTracer.start(OtelConfig(endpoint="http://collector:4318"))
     span = tracer.start_request({"traceparent": "00-4bf9...-00f0...-01"})
@@ -30,8 +30,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from core.otel_config import OtelConfig
-from gateway.outcome import Outcome
-from gateway.tracing import TraceContext
+from gateway.observe.tracing import TraceContext
+from gateway.pipeline.outcome import Outcome
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 

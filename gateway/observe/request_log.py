@@ -39,7 +39,7 @@ import orjson
 import structlog
 
 from core.config import LoggingConfig
-from gateway.outcome import Outcome
+from gateway.pipeline.outcome import Outcome
 
 FILE_NAME = "requests.jsonl"
 EVENT = "request.completed"

@@ -4,7 +4,7 @@
     decision.model, decision.fallbacks        # first try, then the rungs above it
 
 One ladder serves both reasons to move on: an upstream that failed, and an
-answer that failed its checks (``gateway.dispatch``). The rungs above a
+answer that failed its checks (``gateway.pipeline.dispatch``). The rungs above a
 choice are the candidates predicted at least as likely to be correct,
 cheapest first (or ``escalation.ladder``'s order when configured), at most
 ``escalation.max_steps`` of them. When the classifier is unsure of the

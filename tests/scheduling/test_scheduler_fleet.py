@@ -9,8 +9,8 @@ import redis.asyncio as aioredis
 
 from core.config import ModelConfig, Price
 from core.types import LiveStats
-from gateway.scheduler import PoolScheduler
-from gateway.scheduler_fleet import FleetShare
+from scheduling.fleet import FleetShare
+from scheduling.scheduler import PoolScheduler
 
 
 def scheduler() -> PoolScheduler:

@@ -14,7 +14,7 @@ import pytest
 from core.config import ModelConfig, Price
 from core.errors import ServiceUnavailable
 from core.types import LiveStats
-from gateway.scheduler import PoolScheduler
+from scheduling.scheduler import PoolScheduler
 
 SLO_TTFT_S = 0.45
 

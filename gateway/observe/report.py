@@ -4,7 +4,7 @@
     routegate report --since 1d --json          # the same as JSON
 
 Reads the request log's file (``<data_dir>/logs/requests.jsonl`` and its
-rotated copies, see ``gateway/request_log.py``) for the per-request figures,
+rotated copies, see ``gateway/observe/request_log.py``) for the per-request figures,
 and Redis for each team's spend and remaining budget today. Per team and model:
 
 - requests, completed (HTTP 200), failed (5xx), refused (4xx and 499);
@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from core.config import GatewayConfig
-from gateway.request_log import EVENT, FILE_NAME, log_dir
+from gateway.observe.request_log import EVENT, FILE_NAME, log_dir
 
 _SINCE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -4,7 +4,7 @@
     ... the pipeline fills it in as the request goes ...
     settle(gw, outcome, attempts, bill)        # in the pipeline's one finally: queued
 
-The cost is computed here and only here (``gateway.pricing`` gives the
+The cost is computed here and only here (``gateway.money.pricing`` gives the
 prices): the delivered answer, plus every refused answer of an escalation,
 each from its own usage and filed in the ledger under its own model. Then it
 is written to the outcome for the request log and settled against the one
@@ -22,12 +22,12 @@ from budget.pricing import usd
 from budget.reservation import Reservation
 from core.config import ModelConfig
 from core.types import Usage
-from gateway.attempts import Attempts
-from gateway.features import RequestFeatures
-from gateway.metering import billed_usage, count_answer_tokens
-from gateway.outcome import Outcome
-from gateway.pricing import cost_nano
-from gateway.spend import settle_budget
+from gateway.money.metering import billed_usage, count_answer_tokens
+from gateway.money.pricing import cost_nano
+from gateway.money.reserve import settle_budget
+from gateway.pipeline.attempts import Attempts
+from gateway.pipeline.features import RequestFeatures
+from gateway.pipeline.outcome import Outcome
 
 if TYPE_CHECKING:
     from gateway.state import AppState

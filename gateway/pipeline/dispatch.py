@@ -4,7 +4,7 @@
     result = await call_with_fallback(gw, chat, decision, features, request_id, attempts, check)
     attempts.model          # the model whose answer this is (or that failed last)
 
-The loop walks the decision's ladder (``gateway/ladder.py``: the chosen
+The loop walks the decision's ladder (``gateway/pipeline/ladder.py``: the chosen
 model, then the rungs above it) and moves on for two reasons:
 
 - the upstream failed before anything reached the client, retryably
@@ -33,16 +33,16 @@ import orjson
 from backends.base import ChunkStream, Completion, UpstreamCall
 from core.config import ModelConfig
 from core.errors import GatewayError, ServiceUnavailable, UpstreamRateLimited, UpstreamTimeout
-from gateway.answers import HeldStream
-from gateway.attempts import AnswerCheck, Attempt, Attempts
-from gateway.features import RequestFeatures
-from gateway.otel import NO_SPAN, Span
-from gateway.request import ChatRequest
+from gateway.observe.otel import NO_SPAN, Span
+from gateway.pipeline.answers import HeldStream
+from gateway.pipeline.attempts import AnswerCheck, Attempt, Attempts
+from gateway.pipeline.features import RequestFeatures
+from gateway.pipeline.request import ChatRequest
 from policies import Decision
 
 if TYPE_CHECKING:
-    from gateway.scheduler import PoolScheduler, Ticket
     from gateway.state import AppState
+    from scheduling.scheduler import PoolScheduler, Ticket
 
 logger = logging.getLogger("routegate.dispatch")
 
@@ -118,7 +118,7 @@ async def call_with_fallback(
 async def _attempt(gw: AppState, chat: ChatRequest, model: ModelConfig, call: UpstreamCall,
                    check: AnswerCheck | None, deadline: float, attempts: Attempts,
                    pool: str = "interactive") -> Completion | ChunkStream:
-    # A slot on the model (gateway/scheduler.py), held until the answer is read
+    # A slot on the model (scheduling/scheduler.py), held until the answer is read
     # or, for a stream, until it is closed; every other way out frees it here.
     scheduler = gw.schedulers[model.name]
     attempts.started = False

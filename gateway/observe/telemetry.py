@@ -5,8 +5,8 @@
     telemetry.request_completed(outcome)            # the pipeline's one finally
     body = telemetry.render(live)                   # GET /metrics
 
-The request log is ``gateway/request_log.py`` (structlog, batched writes);
-the metrics and their names are ``gateway/metrics.py``. Either can be
+The request log is ``gateway/observe/request_log.py`` (structlog, batched writes);
+the metrics and their names are ``gateway/observe/metrics.py``. Either can be
 switched off (``logging.requests``, ``metrics.enabled``), which is only
 useful to measure what they cost (``loadtest`` target ``routegate-nolog``).
 """
@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from prometheus_client.core import Metric
 
 from core.config import GatewayConfig
-from gateway.live import LiveFigures, LiveSampler
-from gateway.metrics import MULTIPROC_ENV, Metrics, fresh_metrics_dir
-from gateway.outcome import Outcome
-from gateway.request_log import RequestLog
+from gateway.observe.live import LiveFigures, LiveSampler
+from gateway.observe.metrics import MULTIPROC_ENV, Metrics, fresh_metrics_dir
+from gateway.observe.request_log import RequestLog
+from gateway.pipeline.outcome import Outcome
 
 __all__ = ["MULTIPROC_ENV", "Telemetry", "fresh_metrics_dir"]
 

@@ -23,20 +23,20 @@ import orjson
 
 from backends.base import Completion
 from core.errors import GatewayError, InvalidRequest
-from gateway.attempts import AnswerCheck, Attempts
 from gateway.auth import Caller
-from gateway.billing import Bill, settle
-from gateway.dispatch import call_with_fallback
-from gateway.features import measure
 from gateway.ids import client_request_id, new_request_id
-from gateway.ladder import LOW_CONFIDENCE
-from gateway.otel import NO_SPAN, Span
-from gateway.outcome import Outcome
-from gateway.pools import request_pool
-from gateway.pricing import pool_rate
-from gateway.relay import StreamRelay
-from gateway.request import ChatRequest, parse_chat_request
-from gateway.spend import reserve_budget
+from gateway.money.pricing import pool_rate
+from gateway.money.reserve import reserve_budget
+from gateway.money.settle import Bill, settle
+from gateway.observe.otel import NO_SPAN, Span
+from gateway.pipeline.attempts import AnswerCheck, Attempts
+from gateway.pipeline.dispatch import call_with_fallback
+from gateway.pipeline.features import measure
+from gateway.pipeline.ladder import LOW_CONFIDENCE
+from gateway.pipeline.outcome import Outcome
+from gateway.pipeline.pools import request_pool
+from gateway.pipeline.relay import StreamRelay
+from gateway.pipeline.request import ChatRequest, parse_chat_request
 
 if TYPE_CHECKING:
     from gateway.state import AppState

@@ -17,8 +17,8 @@ from backends.base import Completion
 from core.config import ModelConfig
 from core.escalation_config import EscalationConfig
 from core.types import Usage
-from gateway.answers import HeldStream, completion_message
-from gateway.request import ChatRequest
+from gateway.pipeline.answers import HeldStream, completion_message
+from gateway.pipeline.request import ChatRequest
 from policies.validators import check_answer, is_structured
 
 

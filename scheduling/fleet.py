@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.scheduler import PoolScheduler
+from scheduling.scheduler import PoolScheduler
 
 logger = logging.getLogger("routegate.scheduler")
 

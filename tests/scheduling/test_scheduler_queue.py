@@ -14,7 +14,7 @@ from backends.sse import SSEEvent
 from core.config import ModelConfig, Price
 from core.errors import RateLimited, ServiceUnavailable, UpstreamError
 from core.types import LiveStats, Usage
-from gateway.scheduler import PoolScheduler, ScheduledStream
+from scheduling.scheduler import PoolScheduler, ScheduledStream
 
 SLO_TTFT_S = 0.45
 

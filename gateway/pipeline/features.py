@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from classifiers.length import counter_for
-from gateway.request import ChatRequest
+from gateway.pipeline.request import ChatRequest
 
 if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel, PromptScore
