@@ -11,10 +11,12 @@ same ``data_dir`` (the file bytes live in ``<data_dir>/files``).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from core.strict import Strict
 
 
-class BatchSettings(BaseModel):
+class BatchSettings(Strict):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     # false: /v1/files and /v1/batches answer 404 and no worker runs.

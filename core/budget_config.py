@@ -17,13 +17,15 @@ from __future__ import annotations
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from core.strict import Strict
 
 MAX_USD = 5_000_000.0        # a day or month: 5 * 10**15 nano-USD, still exact as a Lua number
 MAX_COUNT = 10**12           # requests or tokens a minute
 
 
-class Limits(BaseModel):
+class Limits(Strict):
     """Spend and rate limits of one scope (a team, or one key of a team).
 
     A key's limits narrow the team's, never widen them: a request must pass
@@ -52,7 +54,7 @@ class Limits(BaseModel):
         return self
 
 
-class BudgetSettings(BaseModel):
+class BudgetSettings(Strict):
     """The top-level ``budget:`` section of the gateway YAML."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

@@ -6,7 +6,8 @@
 Every section forbids unknown keys, and the cross-references (a team allowing
 an undefined model, a policy naming one) are checked in one validator, so a
 typo fails at start-up with the file and key path, never at request time.
-Non-finite numbers (``.inf``, ``.nan``) are refused everywhere, and so is a
+Non-finite numbers (``.inf``, ``.nan``) are refused everywhere (every section,
+here and in ``core/*_config.py``, is a ``core.strict.Strict``), and so is a
 key written twice in one YAML mapping.
 
 The routing policy names live above this package (``policies.POLICIES``):
@@ -24,8 +25,6 @@ from urllib.parse import urlsplit
 import tiktoken
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -37,15 +36,10 @@ from core.budget_config import BudgetSettings, Limits
 from core.escalation_config import BreakerConfig, EscalationConfig
 from core.otel_config import OtelConfig
 from core.scheduler_config import DEFAULT_MAX_CONCURRENCY, SchedulerConfig
+from core.strict import Strict
 
 PoolName = Literal["interactive", "batch"]
 POOL_NAMES: tuple[PoolName, ...] = ("interactive", "batch")
-
-
-class Strict(BaseModel):
-    # allow_inf_nan: a `.inf` limit or price passed validation and then broke
-    # every request that did arithmetic with it.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 @cache
@@ -289,6 +283,9 @@ class GatewayConfig(Strict):
                     raise ValueError(f"team {team.name!r} allows undefined model {model!r}")
         if self.routing.fixed_model and self.routing.fixed_model not in known:
             raise ValueError(f"routing.fixed_model names undefined model {self.routing.fixed_model!r}")
+        undefined = [n for n in self.escalation.ladder or () if n not in known]
+        if undefined:
+            raise ValueError(f"escalation.ladder names undefined models {undefined}")
         team_names = [t.name for t in self.teams]
         if len(set(team_names)) != len(team_names):
             raise ValueError("duplicate team names")

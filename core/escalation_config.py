@@ -19,24 +19,22 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from core.strict import Strict
 
 
-class EscalationConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class EscalationConfig(Strict):
     enabled: bool = True
     max_steps: int = Field(default=2, ge=0, le=8)
-    ladder: list[str] | None = None
+    ladder: list[str] | None = None     # model names, checked in GatewayConfig._cross_references
     min_confidence: float | None = Field(default=None, ge=0, le=1)
     min_logprob: float | None = Field(default=None, le=0)
     stream_mode: Literal["buffer", "passthrough"] = "buffer"
     deadline_s: float = Field(default=120, gt=0)
 
 
-class BreakerConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class BreakerConfig(Strict):
     enabled: bool = True
     consecutive_failures: int = Field(default=5, ge=1)
     error_rate: float = Field(default=0.5, gt=0, le=1)

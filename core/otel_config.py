@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from core.strict import Strict
 
 
-class OtelConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
+class OtelConfig(Strict):
     endpoint: str | None = None
     service_name: str = Field(default="routegate", min_length=1)
     sample_ratio: float = Field(default=1.0, ge=0, le=1)

@@ -17,7 +17,9 @@ long the rest may queue (``scheduling/scheduler.py``).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from core.strict import Strict
 
 # Without simulator knobs, a model runs as many requests as its transport has
 # connections (``TransportConfig.max_connections``): the gateway never queues
@@ -25,9 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 DEFAULT_MAX_CONCURRENCY = 64
 
 
-class SchedulerConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
+class SchedulerConfig(Strict):
     max_concurrency: int | None = Field(default=None, ge=1, le=100_000)
     interactive_queue: int = Field(default=256, ge=0)
     batch_queue: int = Field(default=4096, ge=0)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
+import typing
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel, ValidationError
 
-from core.config import ConfigError, load_config
+from core.config import ConfigError, GatewayConfig, load_config, parse_config
+from core.strict import Strict
 from tests.support import REPO, base_config, child_env, free_port
 
 
@@ -162,3 +167,75 @@ def test_yaml_merge_keys_may_still_be_overridden(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert [loc for loc, _ in info.value.errors] == ["x-price"]  # only the unknown section
+
+
+# --- one Strict base for every section (issue 20) ---
+
+def _models_in(annotation: object) -> Iterator[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+    for arg in typing.get_args(annotation):
+        yield from _models_in(arg)
+
+
+def reachable_models(root: type[BaseModel]) -> set[type[BaseModel]]:
+    """Every pydantic model a config file can reach from ``root``, however nested."""
+    seen: set[type[BaseModel]] = set()
+    stack = [root]
+    while stack:
+        current = stack.pop()
+        if current not in seen:
+            seen.add(current)
+            for field in current.model_fields.values():
+                stack.extend(_models_in(field.annotation))
+    return seen
+
+
+def _float_fields(section: type[BaseModel]) -> list[str]:
+    def has_float(annotation: object) -> bool:
+        return annotation is float or any(has_float(a) for a in typing.get_args(annotation))
+    return [name for name, f in section.model_fields.items() if has_float(f.annotation)]
+
+
+SECTIONS = sorted(reachable_models(GatewayConfig), key=lambda m: m.__name__)
+
+
+def test_the_walk_reaches_every_section() -> None:
+    names = {m.__name__ for m in SECTIONS}
+    assert {"EscalationConfig", "BreakerConfig", "BatchSettings", "BudgetSettings", "Limits",
+            "SchedulerConfig", "OtelConfig", "KeyConfig", "Timeouts", "LoggingConfig"} <= names
+
+
+@pytest.mark.parametrize("section", SECTIONS, ids=[m.__name__ for m in SECTIONS])
+def test_every_section_forbids_extras_and_non_finite_numbers(section: type[BaseModel]) -> None:
+    assert issubclass(section, Strict)
+    assert section.model_config.get("extra") == "forbid"
+    assert section.model_config.get("allow_inf_nan") is False
+    with pytest.raises(ValidationError) as info:
+        section.model_validate({"surely_not_a_key": 1})
+    assert any(e["type"] == "extra_forbidden" for e in info.value.errors())
+    for name in _float_fields(section):
+        for bad in (math.inf, -math.inf, math.nan):
+            with pytest.raises(ValidationError) as info:
+                section.model_validate({name: bad})
+            assert any(e["loc"][0] == name and e["type"] == "finite_number"
+                       for e in info.value.errors()), (name, bad, info.value.errors())
+
+
+@pytest.mark.parametrize("section, key", [("escalation", "deadline_s"), ("breaker", "cooldown_s"),
+                                          ("batch", "retry_backoff_s")])
+def test_inf_in_the_yaml_is_refused_in_every_section(tmp_path: Path, section: str, key: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"models": [model()]}) + f"{section}:\n  {key}: .inf\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert [loc for loc, _ in info.value.errors] == [f"{section}.{key}"], info.value.errors
+
+
+def test_an_unknown_ladder_name_is_a_config_error() -> None:
+    models = [model(name="small"), model(name="large")]
+    parse_config({"models": models, "escalation": {"ladder": ["small", "large"]}})
+    with pytest.raises(ConfigError) as info:
+        parse_config({"models": models, "escalation": {"ladder": ["small", "lage", "large"]}})
+    (loc, msg), = info.value.errors
+    assert loc == "(root)" and "escalation.ladder" in msg and "'lage'" in msg, msg
