@@ -61,6 +61,7 @@ from core.errors import (
     UpstreamTooLarge,
     UpstreamUnreachable,
 )
+from core.escalation_config import DEFAULT_MAX_REST_S
 
 logger = logging.getLogger("routegate.backends")
 
@@ -93,22 +94,31 @@ def scrub_secrets(text: str, known: tuple[str, ...] = ()) -> str:
     return text
 
 
-def retry_after_s(value: str | None) -> float | None:
-    """An HTTP ``Retry-After``: delay seconds or an HTTP date; None if absent or unreadable."""
+def retry_after_s(value: str | None, cap: float = DEFAULT_MAX_REST_S) -> float | None:
+    """An HTTP ``Retry-After``: delay seconds or an HTTP date, at most ``cap``
+    (``breaker.max_rest_s``); None if absent or unreadable.
+
+    >>> retry_after_s("7"), retry_after_s("99999999"), retry_after_s("soon")
+    (7.0, 300.0, None)
+    """
     if not value:
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            return None
+        seconds = when.timestamp() - time.time()
+    if seconds != seconds:      # "nan": unreadable
         return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
+    # Capped: a huge (or "inf") value once rested a model for years, and the
+    # client would have been told to wait as long.
+    return min(cap, max(0.0, seconds))
 
 
 def error_message(body: bytes) -> str:
@@ -125,12 +135,14 @@ def error_message(body: bytes) -> str:
 
 
 def upstream_error(model: ModelConfig, status: int, headers: dict[str, str], body: bytes,
-                   known: tuple[str, ...] = ()) -> GatewayError:
-    """Map an upstream's error status to what the gateway answers (README, "Upstream errors")."""
+                   known: tuple[str, ...] = (), max_rest_s: float = DEFAULT_MAX_REST_S
+                   ) -> GatewayError:
+    """Map an upstream's error status to what the gateway answers (README, "Upstream errors");
+    a 429's ``Retry-After`` is capped at ``max_rest_s``."""
     name = model.name
     if status == 429:
         return UpstreamRateLimited(f"model {name} is rate limited upstream",
-                                   retry_after_s=retry_after_s(headers.get("retry-after")))
+                                   retry_after_s=retry_after_s(headers.get("retry-after"), max_rest_s))
     if status in (401, 403):
         # routegate's own upstream credential was refused: an operator must act.
         logger.error("model %s: the upstream refused routegate's credential (HTTP %d); check %s",
@@ -172,9 +184,11 @@ def transport_failure(name: str, exc: BaseException, *, generating: bool = False
 
 
 class OpenAICompatBackend:
-    def __init__(self, model: ModelConfig, transport: Transport | None = None) -> None:
+    def __init__(self, model: ModelConfig, transport: Transport | None = None, *,
+                 max_rest_s: float = DEFAULT_MAX_REST_S) -> None:
         self.name = model.name
         self.model = model
+        self.max_rest_s = max_rest_s        # breaker.max_rest_s: caps an upstream's Retry-After
         self.stats = LiveStats()
         self._owns_transport = transport is None
         self._transport = transport if transport is not None else make_transport(model)
@@ -210,7 +224,8 @@ class OpenAICompatBackend:
         return err
 
     def rejected(self, resp: Response, body: bytes) -> GatewayError:
-        err = upstream_error(self.model, resp.status, resp.headers, body, self._known_secrets)
+        err = upstream_error(self.model, resp.status, resp.headers, body, self._known_secrets,
+                             self.max_rest_s)
         if not isinstance(err, UpstreamRejected):   # the client's own bad request is no failure
             self.stats.observe_failure()
         return err

@@ -18,8 +18,13 @@ The ``model`` field picks a behaviour, so a fault test is one line:
     no-done              streams end cleanly but without ``data: [DONE]``
     status-NNN           always HTTP NNN with an OpenAI error body (429: ``retry-after: 7``;
                          the message carries a fake credential, to test that it is scrubbed)
+    retry-after-VALUE    always HTTP 429 with ``retry-after: VALUE`` (e.g. ``retry-after-99999999``)
+    sequence-S.S.S-TAG   the statuses S in turn for the requests naming it (429s send
+                         ``retry-after: 1``), then normal serving: an upstream that fails and
+                         recovers (e.g. ``sequence-500.500.400-ab12``; a fresh TAG, a fresh count)
 
-``GET /sim/stats`` returns per-behaviour counters (requests, cancelled, ...).
+``GET /sim/stats`` returns per-behaviour counters (requests, cancelled, ...), and
+under ``"sequence"`` the requests seen per ``sequence-…`` name.
 """
 
 from __future__ import annotations
@@ -108,6 +113,27 @@ def status_fault(name: str) -> Response:
     return response
 
 
+def retry_after_fault(name: str) -> Response:
+    response = error_response(429, "upstream says slow down", "rate_limit_exceeded")
+    response.headers["retry-after"] = name.removeprefix("retry-after-")
+    return response
+
+
+def sequence_fault(name: str, seen: dict[str, int]) -> Response | None:
+    """The next status of ``name``'s script (``sequence-500.429.400-TAG``) as an
+    error answer; None once the script is played out (serve normally)."""
+    script = [int(s) for s in name.removeprefix("sequence-").partition("-")[0].split(".")
+              if s.isdigit()]
+    turn = seen[name] = seen.get(name, 0) + 1
+    if turn > len(script):
+        return None
+    status = script[turn - 1]
+    response = error_response(status, f"scripted answer {turn} of {len(script)}")
+    if status == 429:
+        response.headers["retry-after"] = "1"
+    return response
+
+
 def faulty_usage(body: bytes, fault: str) -> bytes:
     data = orjson.loads(body)
     usage = USAGE_FAULTS[fault]
@@ -179,6 +205,7 @@ async def serve(backend: SimulatedBackend, request: Request, call: UpstreamCall,
 def create_app(base: SimulateConfig) -> Starlette:
     backends = build_backends(base)
     counter = counter_for("o200k_base")
+    sequence_seen: dict[str, int] = {}
 
     async def chat(request: Request) -> Response:
         try:
@@ -192,6 +219,10 @@ def create_app(base: SimulateConfig) -> Starlette:
             return echo(payload)
         if name.startswith("status-"):
             return status_fault(name)
+        if name.startswith("retry-after-"):
+            return retry_after_fault(name)
+        if name.startswith("sequence-") and (scripted := sequence_fault(name, sequence_seen)):
+            return scripted
         fault = name if name in USAGE_FAULTS or name == "no-done" else None
         call = UpstreamCall(request.headers.get("x-request-id", "sim"), payload,
                             counter.count_messages(messages))
@@ -202,8 +233,9 @@ def create_app(base: SimulateConfig) -> Starlette:
         return Response(orjson.dumps({"object": "list", "data": data}), media_type="application/json")
 
     async def stats(request: Request) -> Response:
-        return Response(orjson.dumps({n: b.engine.stats.snapshot() for n, b in backends.items()}),
-                        media_type="application/json")
+        counts: dict[str, Any] = {n: b.engine.stats.snapshot() for n, b in backends.items()}
+        counts["sequence"] = sequence_seen
+        return Response(orjson.dumps(counts), media_type="application/json")
 
     async def health(request: Request) -> Response:
         return Response(b'{"status":"ok"}', media_type="application/json")

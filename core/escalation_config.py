@@ -13,6 +13,7 @@
       window_s: 30              # ... over this window (with at least min_requests)
       min_requests: 10
       cooldown_s: 10            # then one probe request decides
+      max_rest_s: 300           # an upstream 429's Retry-After rests its model at most this long
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ from typing import Literal
 from pydantic import Field
 
 from core.strict import Strict
+
+# The longest an upstream's 429 may rest its model, whatever its Retry-After
+# says (and the most the client is told to wait): `Retry-After: 99999999`
+# would otherwise take the model out for three years.
+DEFAULT_MAX_REST_S = 300.0
 
 
 class EscalationConfig(Strict):
@@ -41,3 +47,4 @@ class BreakerConfig(Strict):
     window_s: float = Field(default=30, gt=0)
     min_requests: int = Field(default=10, ge=1)
     cooldown_s: float = Field(default=10, gt=0)
+    max_rest_s: float = Field(default=DEFAULT_MAX_REST_S, gt=0)   # caps an upstream's Retry-After

@@ -49,7 +49,7 @@ def build_backends(config: GatewayConfig) -> dict[str, Backend]:
         if model.backend == "simulated":
             backends[model.name] = SimulatedBackend(model)
         else:
-            backends[model.name] = OpenAICompatBackend(model)
+            backends[model.name] = OpenAICompatBackend(model, max_rest_s=config.breaker.max_rest_s)
     return backends
 
 

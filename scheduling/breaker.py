@@ -1,33 +1,95 @@
 """A circuit breaker per model: stop sending to an upstream that keeps failing.
 
     breaker = Breaker(config.breaker)
-    if breaker.allow(): ... call ...; breaker.record(ok=True)
-    breaker.rest_until(time.monotonic() + retry_after)   # an upstream 429's Retry-After
+    with breaker.attempt() as trial:
+        if not trial.allowed: ...skip this model...
+        ... call ...
+        trial.ok()            # or trial.failed(), or trial.rest(retry_after_s)
 
 closed --(N failures in a row, or error rate over the window)--> open
 open --(cooldown passed)--> half_open: one probe request goes through
 half_open --probe ok--> closed;  --probe failed--> open again
+half_open --probe left without a verdict--> half_open, probe released
 
-An open breaker (or a model resting after a 429) takes the model out of
-routing's candidates and is skipped by the attempt loop. Its state is in
-``/metrics`` (``routegate_breaker_state``) and ``/readyz``.
+A verdict is only ``ok()`` or ``failed()``. A call that ends any other way (an
+upstream 400, a 429, a queue refusal, a ``total_s`` timeout, an exception, the
+client leaving) says nothing about the upstream's health: leaving the ``with``
+block releases its probe, so the next request probes instead. Before this, such
+a probe held the model half-open for good.
+
+An upstream's 429 rests the model until its ``Retry-After``, capped at
+``breaker.max_rest_s`` (a ``Retry-After: 99999999`` once took a model out for
+three years). A resting model's state reads ``resting``.
+
+An open breaker (or a resting model) takes the model out of routing's
+candidates and is skipped by the attempt loop. Its state is in ``/metrics``
+(``routegate_breaker_state``) and ``/readyz``.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
+from typing import Any
 
 from core.escalation_config import BreakerConfig
 
-CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
-STATE_CODE = {CLOSED: 0, OPEN: 1, HALF_OPEN: 2}
+CLOSED, OPEN, HALF_OPEN, RESTING = "closed", "open", "half_open", "resting"
+STATE_CODE = {CLOSED: 0, OPEN: 1, HALF_OPEN: 2, RESTING: 3}
+
+
+class Trial:
+    """One call's claim on its model's breaker (``Breaker.attempt``).
+
+    Only a probe holds anything; plain calls share one reusable instance, so
+    the attempt loop allocates nothing per request when the breaker is closed.
+    """
+
+    __slots__ = ("_breaker", "_held", "allowed", "probe")
+
+    def __init__(self, breaker: Breaker, *, allowed: bool, probe: bool = False) -> None:
+        self._breaker = breaker
+        self.allowed = allowed
+        self.probe = probe
+        self._held = probe          # a probe's claim, until a verdict or the block's end
+
+    def __enter__(self) -> Trial:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.release()
+
+    def ok(self) -> None:
+        """The upstream answered: counts for it (and closes a half-open breaker)."""
+        if self.allowed:
+            self._breaker._settle(self, ok=True)
+
+    def failed(self) -> None:
+        """The upstream failed retryably: counts against it (a probe reopens it)."""
+        if self.allowed:
+            self._breaker._settle(self, ok=False)
+
+    def rest(self, seconds: float) -> None:
+        """The upstream asked us to wait (a 429): rest the model, release a probe."""
+        self._breaker.rest_until(self._breaker._clock() + seconds)
+        self.release()
+
+    def release(self) -> None:
+        """No verdict: a probe's claim goes back, so the next request may probe."""
+        if self._held:
+            self._held = False
+            self._breaker._probing = False
 
 
 class Breaker:
-    def __init__(self, config: BreakerConfig) -> None:
+    """One model's breaker; ``clock`` is injectable for tests (monotonic seconds)."""
+
+    def __init__(self, config: BreakerConfig,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
-        self.state = CLOSED
+        self._clock = clock
+        self._state = CLOSED
         self._consecutive = 0
         # Outcomes per whole second, [second, requests, failures]: O(1) a request and
         # one small list a second (a tuple per request piled up 100k objects for the GC).
@@ -35,41 +97,55 @@ class Breaker:
         self._opened_at = 0.0
         self._probing = False
         self._resting_until = 0.0
+        self._plain = Trial(self, allowed=True)
+        self._refused = Trial(self, allowed=False)
 
-    def available(self, now: float | None = None) -> bool:
+    @property
+    def state(self) -> str:
+        """closed, open, half_open, or resting (an upstream 429's Retry-After)."""
+        return RESTING if self._clock() < self._resting_until else self._state
+
+    def available(self) -> bool:
         """Whether routing may pick this model now (no side effect)."""
-        now = time.monotonic() if now is None else now
+        now = self._clock()
         if now < self._resting_until:
             return False
-        if self.state == OPEN:
+        if self._state == OPEN:
             return now - self._opened_at >= self.config.cooldown_s
-        return not (self.state == HALF_OPEN and self._probing)
+        return not (self._state == HALF_OPEN and self._probing)
 
-    def allow(self, now: float | None = None) -> bool:
-        """Whether a request may go now; in half-open, only the one probe."""
-        now = time.monotonic() if now is None else now
-        if not self.config.enabled:
-            return now >= self._resting_until
-        if not self.available(now):
-            return False
-        if self.state == OPEN:
-            self.state = HALF_OPEN
-        if self.state == HALF_OPEN:
-            self._probing = True
-        return True
+    def attempt(self) -> Trial:
+        """Claim a call on this model; in half-open, only the one probe.
+
+        Use it as ``with breaker.attempt() as trial:``, so a probe is released
+        however the block is left.
+        """
+        if not self.available():
+            return self._refused
+        if self._state == OPEN:
+            self._state = HALF_OPEN
+        if self._state != HALF_OPEN:
+            return self._plain
+        self._probing = True
+        return Trial(self, allowed=True, probe=True)
 
     def rest_until(self, until: float) -> None:
-        """Skip this model until ``until`` (monotonic): the upstream asked us to."""
+        """Skip this model until ``until`` (monotonic, at most ``max_rest_s`` away):
+        the upstream asked us to."""
+        until = min(until, self._clock() + self.config.max_rest_s)
         self._resting_until = max(self._resting_until, until)
 
-    def record(self, ok: bool, now: float | None = None) -> None:
+    def _settle(self, trial: Trial, *, ok: bool) -> None:
         if not self.config.enabled:
             return
-        now = time.monotonic() if now is None else now
-        if self.state == HALF_OPEN and self._probing:
-            self._probing = False
-            self._close() if ok else self._open(now)
+        if trial.probe:
+            if trial._held:     # a second verdict on one probe changes nothing
+                trial._held = self._probing = False
+                self._close() if ok else self._open(self._clock())
             return
+        self._count(ok, self._clock())
+
+    def _count(self, ok: bool, now: float) -> None:
         second = int(now)
         window = self._window
         if not window or window[-1][0] != second:
@@ -81,7 +157,9 @@ class Breaker:
         if not ok:
             bucket[2] += 1
         self._consecutive = 0 if ok else self._consecutive + 1
-        if not ok and self.state == CLOSED and self._tripped():
+        # Calls started before the breaker opened still count, but only a probe
+        # moves an open or half-open breaker.
+        if not ok and self._state == CLOSED and self._tripped():
             self._open(now)
 
     def _tripped(self) -> bool:
@@ -94,8 +172,8 @@ class Breaker:
         return sum(b[2] for b in self._window) / requests >= c.error_rate
 
     def _open(self, now: float) -> None:
-        self.state, self._opened_at = OPEN, now
+        self._state, self._opened_at = OPEN, now
 
     def _close(self) -> None:
-        self.state, self._consecutive = CLOSED, 0
+        self._state, self._consecutive = CLOSED, 0
         self._window.clear()

@@ -24,7 +24,7 @@ them all):
 
 Live, as this worker sees them at the scrape (gauges):
 
-    routegate_breaker_state{model}                     0 closed, 1 open, 2 half-open
+    routegate_breaker_state{model}                     0 closed, 1 open, 2 half-open, 3 resting
     routegate_in_flight{model}; routegate_queue_depth{model,pool}
     routegate_budget_remaining_usd{team}               hard limit left, as last seen, no Redis call
     routegate_batch_lines{state}                       active batches (one bounded read)
@@ -189,7 +189,8 @@ class _Families:
 
 def live_families(live: LiveFigures) -> Iterator[Metric]:
     breaker = GaugeMetricFamily("routegate_breaker_state",
-                                "Circuit breaker: 0 closed, 1 open, 2 half-open", labels=["model"])
+                                "Circuit breaker: 0 closed, 1 open, 2 half-open, "
+                                "3 resting (an upstream 429's Retry-After)", labels=["model"])
     in_flight = GaugeMetricFamily("routegate_in_flight", "Upstream calls open",
                                   labels=["model"])
     queued = GaugeMetricFamily("routegate_queue_depth", "Requests waiting in the scheduler",

@@ -5,7 +5,7 @@
      "models":  [{"pool", "model", "requests", "errors", "ttft_p50_s", "ttft_p95_s",
                   "slo_attainment"}],
      "escalations": {"invalid_json": 3}, "fallbacks": {"upstream_error": 1},
-     "breakers": {"fast": "closed"},
+     "breakers": {"fast": "closed"},            # or open, half_open, resting (after a 429)
      "teams": [{"team", "spent_today_usd", "daily_limit_usd", "remaining_usd", ...}],
      "batches": [{"id", "team", "status", "total", "completed", "failed", "expires_at"}]}
 

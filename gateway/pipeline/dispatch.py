@@ -17,7 +17,9 @@ model, then the rungs above it) and moves on for two reasons:
   arguments, truncated structured output, low logprob). Its output is billed
   and the next rung is tried; the last rung's answer is delivered as it is.
 
-Each model's circuit breaker sees every attempt, and an open one is skipped.
+Each model's circuit breaker sees every attempt, and an open one is skipped; a
+half-open breaker's probe is resolved however its attempt ends
+(``scheduling/breaker.py``, ``Breaker.attempt``).
 A deadline (``escalation.deadline_s``) covers all attempts together.
 """
 
@@ -42,6 +44,7 @@ from policies import Decision
 
 if TYPE_CHECKING:
     from gateway.state import AppState
+    from scheduling.breaker import Trial
     from scheduling.scheduler import PoolScheduler, Ticket
 
 logger = logging.getLogger("routegate.dispatch")
@@ -72,29 +75,29 @@ async def call_with_fallback(
     failed: GatewayError | None = None
     refused: tuple[int, Completion | ChunkStream] | None = None   # the latest refused answer
     for n, name in enumerate(chain, start=1):
-        if not gw.breakers[name].allow():
-            logger.info("request %s: skipping %s (breaker open or resting)", request_id, name)
-            continue
-        model = attempts.model = gw.models[name]
-        attempt_span = span.child("upstream.attempt", name)
-        call = UpstreamCall(request_id, upstream_payload(chat, model, check),
-                            features.prompt_tokens(model.tokenizer),
-                            gw.router.predicted_quality(model, features),
-                            attempt_span.upstream_headers(chat.trace, request_id))
-        try:
-            result = await _attempt(gw, chat, model, call, check, deadline, attempts,
-                                    decision.pool)
-        except GatewayError as exc:
-            _note_failure(gw, name, exc)
-            attempt_span.end(exc.code or "error", failed=True)
-            attempts.tried.append(Attempt(model, exc.code or "error"))
-            if not exc.retryable or not gw.config.routing.fallback:
-                raise
-            logger.warning("request %s: %s failed (%s), attempt %d of %d", request_id, name,
-                           exc.code, n, len(chain))
-            failed = exc
-            continue
-        gw.breakers[name].record(ok=True)
+        with gw.breakers[name].attempt() as trial:     # leaving it resolves a probe, always
+            if not trial.allowed:
+                logger.info("request %s: skipping %s (breaker open or resting)", request_id, name)
+                continue
+            model = attempts.model = gw.models[name]
+            attempt_span = span.child("upstream.attempt", name)
+            call = UpstreamCall(request_id, upstream_payload(chat, model, check),
+                                features.prompt_tokens(model.tokenizer),
+                                gw.router.predicted_quality(model, features),
+                                attempt_span.upstream_headers(chat.trace, request_id))
+            try:
+                result = await _attempt(gw, chat, model, call, check, deadline, attempts, decision.pool)
+            except GatewayError as exc:
+                _note_failure(trial, exc)
+                attempt_span.end(exc.code or "error", failed=True)
+                attempts.tried.append(Attempt(model, exc.code or "error"))
+                if not exc.retryable or not gw.config.routing.fallback:
+                    raise
+                logger.warning("request %s: %s failed (%s), attempt %d of %d", request_id, name,
+                               exc.code, n, len(chain))
+                failed = exc
+                continue
+            trial.ok()
         verdict = _judge(result, check)
         attempt_span.end(verdict or "ok")
         if verdict is None or n == len(chain):
@@ -155,12 +158,13 @@ async def _call(gw: AppState, chat: ChatRequest, model: ModelConfig, call: Upstr
     return await HeldStream.hold(stream)
 
 
-def _note_failure(gw: AppState, name: str, exc: GatewayError) -> None:
-    breaker = gw.breakers[name]
+def _note_failure(trial: Trial, exc: GatewayError) -> None:
+    # Anything else (an upstream 400 or 401, a queue refusal, a total_s timeout)
+    # says nothing about the model's health: no verdict, a probe is released.
     if isinstance(exc, UpstreamRateLimited):
-        breaker.rest_until(time.monotonic() + (exc.retry_after_s or 1.0))
+        trial.rest(exc.retry_after_s or 1.0)    # capped at breaker.max_rest_s
     elif exc.retryable:
-        breaker.record(ok=False)
+        trial.failed()
 
 
 def _judge(result: Completion | ChunkStream, check: AnswerCheck | None) -> str | None:

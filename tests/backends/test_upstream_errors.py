@@ -73,6 +73,20 @@ def test_429_is_rate_limited_with_the_upstream_retry_after() -> None:
     assert "retry-after" not in upstream_error(MODEL, 429, {}, b"").headers
 
 
+@pytest.mark.parametrize("value", ["99999999", "1e400", "inf", "Fri, 31 Dec 9999 23:59:59 GMT"])
+def test_a_huge_retry_after_is_capped_at_max_rest_s(value: str) -> None:
+    assert retry_after_s(value) == 300.0                       # breaker.max_rest_s's default
+    assert retry_after_s(value, cap=20) == 20.0
+    err = upstream_error(MODEL, 429, {"retry-after": value}, b"", max_rest_s=20)
+    assert isinstance(err, UpstreamRateLimited)
+    assert err.retry_after_s == 20.0 and err.headers["retry-after"] == "20"
+
+
+def test_an_unreadable_retry_after_is_none() -> None:
+    assert retry_after_s("nan") is None
+    assert "retry-after" not in upstream_error(MODEL, 429, {"retry-after": "nan"}, b"").headers
+
+
 @pytest.mark.parametrize("status", [400, 404, 405, 413, 422])
 def test_client_errors_are_400_with_the_scrubbed_message(status: int) -> None:
     message = "context too long; your key sk-live-abcdefghijklmnop was logged " + "x" * 2000

@@ -223,7 +223,7 @@ def test_every_section_forbids_extras_and_non_finite_numbers(section: type[BaseM
 
 
 @pytest.mark.parametrize("section, key", [("escalation", "deadline_s"), ("breaker", "cooldown_s"),
-                                          ("batch", "retry_backoff_s")])
+                                          ("breaker", "max_rest_s"), ("batch", "retry_backoff_s")])
 def test_inf_in_the_yaml_is_refused_in_every_section(tmp_path: Path, section: str, key: str) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump({"models": [model()]}) + f"{section}:\n  {key}: .inf\n")

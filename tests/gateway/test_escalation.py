@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 
 import httpx
 import openai
@@ -170,31 +171,92 @@ def test_a_429_rests_the_model_until_retry_after(sim_url: str) -> None:
         second = post(gw, {"messages": ASK})    # within the upstream's retry-after of 7 s
         assert second.headers["x-routegate-model"] == "medium"
         assert "x-routegate-attempts" not in second.headers
+        assert httpx.get(gw.url + "/readyz").json()["breakers"]["limited"] == "resting"
+
+
+def breaker_config(sim_url: str, upstream: str, **breaker: object) -> dict:
+    config = cascade_config(sim_url)
+    config["models"] += [{"name": "shaky", "backend": "openai_compat", "base_url": sim_url,
+                          "upstream_model": upstream, "ability": 0.5,
+                          "price": {"input_per_mtok": 0.01, "output_per_mtok": 0.01}}]
+    config["teams"][0]["allowed_models"] = ["shaky", "medium"]
+    config["breaker"] = {"consecutive_failures": 2, "cooldown_s": 1.0, **breaker}
+    return config
+
+
+def breaker_state(gw: Gateway, model: str = "shaky") -> str:
+    return httpx.get(gw.url + "/readyz").json()["breakers"][model]
 
 
 def test_the_breaker_opens_probes_and_closes(sim_url: str) -> None:
-    config = cascade_config(sim_url)
-    config["models"] += [{"name": "shaky", "backend": "openai_compat", "base_url": sim_url,
-                          "upstream_model": "error", "ability": 0.5,
-                          "price": {"input_per_mtok": 0.01, "output_per_mtok": 0.01}}]
-    config["teams"][0]["allowed_models"] = ["shaky", "medium"]
-    config["breaker"] = {"consecutive_failures": 2, "cooldown_s": 1.0}
+    # Three 500s, then a healthy upstream: open, a failed probe, a good one.
+    upstream = f"sequence-500.500.500-{uuid.uuid4().hex[:8]}"
     stats_url = sim_url.removesuffix("/v1") + "/sim/stats"
-    with run_gateway(config) as gw:
-        hits = httpx.get(stats_url).json()["error"]["requests"]
+
+    def hits() -> int:
+        return httpx.get(stats_url).json()["sequence"].get(upstream, 0)
+
+    with run_gateway(breaker_config(sim_url, upstream)) as gw:
         for _ in range(2):
             assert post(gw, {"messages": ASK}).headers["x-routegate-model"] == "medium"
-        assert httpx.get(stats_url).json()["error"]["requests"] == hits + 2
+        assert hits() == 2
         for _ in range(3):      # open: shaky is not even tried
             r = post(gw, {"messages": ASK})
             assert "x-routegate-attempts" not in r.headers
-        assert httpx.get(stats_url).json()["error"]["requests"] == hits + 2
-        ready = httpx.get(gw.url + "/readyz").json()
-        assert ready["breakers"]["shaky"] == "open"
+        assert hits() == 2
+        assert breaker_state(gw) == "open"
         time.sleep(1.2)         # cooldown over: one probe goes through, fails, reopens
         r = post(gw, {"messages": ASK})
         assert r.headers["x-routegate-attempts"] == "shaky:upstream_error,medium:ok"
-        assert httpx.get(gw.url + "/readyz").json()["breakers"]["shaky"] == "open"
+        assert breaker_state(gw) == "open"
+        time.sleep(1.2)         # the next probe finds the upstream healthy: closed
+        r = post(gw, {"messages": ASK})
+        assert r.status_code == 200 and r.headers["x-routegate-model"] == "shaky"
+        assert "x-routegate-attempts" not in r.headers
+        assert breaker_state(gw) == "closed"
+        assert post(gw, {"messages": ASK}).headers["x-routegate-model"] == "shaky"
+        assert hits() == 5
+
+
+def test_a_probe_without_a_verdict_releases_the_breaker(sim_url: str) -> None:
+    # Open by two 500s; the probe gets a 400 (the client's), the next probe a 429:
+    # neither says the upstream is sick or well, so each releases the probe.
+    upstream = f"sequence-500.500.400.429-{uuid.uuid4().hex[:8]}"
+    with run_gateway(breaker_config(sim_url, upstream)) as gw:
+        for _ in range(2):
+            assert post(gw, {"messages": ASK}).headers["x-routegate-model"] == "medium"
+        time.sleep(1.2)
+        rejected = post(gw, {"messages": ASK})
+        assert rejected.status_code == 400
+        assert rejected.json()["error"]["code"] == "upstream_rejected"
+        assert breaker_state(gw) == "half_open"
+        r = post(gw, {"messages": ASK})          # released: this request probes again
+        assert r.headers["x-routegate-attempts"] == "shaky:rate_limit_exceeded,medium:ok"
+        assert breaker_state(gw) == "resting"    # its retry-after: 1
+        time.sleep(1.2)
+        r = post(gw, {"messages": ASK})          # released again: the probe closes it
+        assert r.headers["x-routegate-model"] == "shaky"
+        assert breaker_state(gw) == "closed"
+
+
+def test_a_huge_retry_after_rests_the_model_for_max_rest_s(sim_url: str) -> None:
+    config = breaker_config(sim_url, "retry-after-99999999", max_rest_s=2)
+    config["teams"][0]["allowed_models"] = ["shaky"]
+    with run_gateway(config) as gw:
+        first = post(gw, {"messages": ASK})
+        assert first.status_code == 429
+        assert first.headers["retry-after"] == "2"        # not 99999999
+        assert first.json()["error"]["code"] == "rate_limit_exceeded"
+        assert breaker_state(gw) == "resting"
+        resting = post(gw, {"messages": ASK})
+        assert resting.status_code == 503
+        assert resting.json()["error"]["code"] == "models_unavailable"
+        metrics = httpx.get(gw.url + "/metrics").text
+        assert 'routegate_breaker_state{model="shaky"} 3.0' in metrics
+        time.sleep(2.2)                                   # not three years
+        assert breaker_state(gw) == "closed"
+        again = post(gw, {"messages": ASK})
+        assert again.status_code == 429 and again.headers["retry-after"] == "2"
 
 
 def test_a_stream_that_breaks_after_the_first_byte_ends_in_an_error(gateway: Gateway) -> None:
