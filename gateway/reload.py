@@ -2,9 +2,14 @@
 
 The config file is watched (its modification time, every two seconds, in
 every worker) and re-read on SIGHUP or ``POST /admin/reload``. Only the
-``teams`` section is applied live; a changed model list, routing or budget
-settings section is reported as needing a restart. A file that does not
-validate is logged and ignored, so a typo never takes the gateway down.
+``teams`` section is applied live. Every other top-level key that differs
+(models, routing, escalation, breaker, budget, batch, logging, otel,
+``max_body_bytes``, ...) is logged at warning and returned as
+``needs_restart``; the list comes from ``GatewayConfig``'s fields, so a new
+section can never be skipped silently. A file that does not validate is
+logged and ignored, so a typo never takes the gateway down.
+
+    reload_teams(gw)   # {"reloaded": True, "teams": ["search"], "needs_restart": ["breaker"]}
 """
 
 from __future__ import annotations
@@ -14,12 +19,20 @@ import logging
 import os
 from typing import Any
 
-from core.config import ConfigError, load_config
+from core.config import ConfigError, GatewayConfig, load_config
 from gateway.auth import KeyRing
 from gateway.state import AppState
 
 logger = logging.getLogger("routegate.reload")
 WATCH_INTERVAL_S = 2.0
+APPLIED_LIVE = frozenset({"teams"})
+
+
+def needs_restart(running: GatewayConfig, new: GatewayConfig) -> list[str]:
+    """The top-level keys of ``new`` that differ from the running config but
+    cannot be applied without a restart, in the model's field order."""
+    return [name for name in GatewayConfig.model_fields
+            if name not in APPLIED_LIVE and getattr(new, name) != getattr(running, name)]
 
 
 def reload_teams(gw: AppState) -> dict[str, Any]:
@@ -35,12 +48,13 @@ def reload_teams(gw: AppState) -> dict[str, Any]:
     if unknown:
         logger.error("config reload refused: teams allow models not running: %s", unknown)
         return {"reloaded": False, "errors": [f"unknown models {sorted(unknown)}"]}
-    restart = [section for section in ("models", "routing", "budget", "pools", "redis_url")
-               if getattr(new, section) != getattr(gw.config, section)]
+    restart = needs_restart(gw.config, new)
     gw.config = gw.config.model_copy(update={"teams": new.teams})
     gw.keyring = KeyRing.from_config(gw.config)
-    logger.info("reloaded %d teams from %s%s", len(new.teams), gw.config_path,
-                f"; restart to apply {restart}" if restart else "")
+    logger.info("reloaded %d teams from %s", len(new.teams), gw.config_path)
+    if restart:
+        logger.warning("config reload applied teams only: restart to apply %s (changed in %s; "
+                       "the old values stay in force until then)", ", ".join(restart), gw.config_path)
     return {"reloaded": True, "teams": [t.name for t in new.teams], "needs_restart": restart}
 
 

@@ -9,13 +9,15 @@ import typing
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from core.config import ConfigError, GatewayConfig, load_config, parse_config
 from core.strict import Strict
-from tests.support import REPO, base_config, child_env, free_port
+from gateway.reload import needs_restart
+from tests.support import REPO, base_config, child_env, free_port, run_gateway
 
 
 def write(tmp_path: Path, data: object) -> Path:
@@ -169,7 +171,7 @@ def test_yaml_merge_keys_may_still_be_overridden(tmp_path: Path) -> None:
     assert [loc for loc, _ in info.value.errors] == ["x-price"]  # only the unknown section
 
 
-# --- one Strict base for every section (issue 20) ---
+# --- one Strict base for every section; reload names what needs a restart (issue 20) ---
 
 def _models_in(annotation: object) -> Iterator[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -239,3 +241,45 @@ def test_an_unknown_ladder_name_is_a_config_error() -> None:
         parse_config({"models": models, "escalation": {"ladder": ["small", "lage", "large"]}})
     (loc, msg), = info.value.errors
     assert loc == "(root)" and "escalation.ladder" in msg and "'lage'" in msg, msg
+
+
+# One change to every top-level key: a key added to GatewayConfig later must be added
+# here too, and reload then reports it without anyone writing it into a list.
+EVERY_KEY_CHANGED = {
+    "models": [model(context_window=4096)], "pools": {"batch": {"price_multiplier": 0.4}},
+    "teams": [{"name": "t", "keys": ["sha256:" + "1" * 64]}], "routing": {"fallback": False},
+    "escalation": {"deadline_s": 30}, "breaker": {"cooldown_s": 2},
+    "budget": {"timezone": "Europe/Paris"}, "batch": {"concurrency": 2},
+    "admin_key_env": "OTHER_ADMIN_KEY", "redis_url": "redis://127.0.0.1:1/0", "data_dir": "/nowhere",
+    "max_body_bytes": 4096, "metrics": {"enabled": False}, "logging": {"prompts": True},
+    "otel": {"endpoint": "http://127.0.0.1:4318"},
+}
+
+
+def test_reload_names_every_section_it_did_not_apply() -> None:
+    assert set(EVERY_KEY_CHANGED) == set(GatewayConfig.model_fields)
+    running = parse_config({"models": [model()]})
+    assert needs_restart(running, running) == []
+    new = parse_config(EVERY_KEY_CHANGED)
+    assert needs_restart(running, new) == [n for n in GatewayConfig.model_fields if n != "teams"]
+    only_teams = running.model_copy(update={"teams": new.teams})
+    assert needs_restart(running, only_teams) == []
+
+
+def test_a_live_reload_warns_about_what_it_did_not_apply(sim_url: str) -> None:
+    admin = {"authorization": "Bearer sk-admin-reload"}
+    with run_gateway(base_config(sim_url), env={"ROUTEGATE_ADMIN_KEY": "sk-admin-reload"}) as gw:
+        config = yaml.safe_load(gw.config_path.read_text())
+        config["breaker"] = {"cooldown_s": 2}
+        config["escalation"] = {"deadline_s": 30}
+        config["max_body_bytes"] = 4096
+        config["teams"][0]["quality"] = 0.7
+        gw.config_path.write_text(yaml.safe_dump(config))
+        r = httpx.post(gw.url + "/admin/reload", headers=admin)
+        assert r.status_code == 200
+        body = r.json()
+        assert body["reloaded"] is True
+        assert body["needs_restart"] == ["escalation", "breaker", "max_body_bytes"]
+        warned = [line for line in gw.log().splitlines() if "restart to apply" in line]
+        assert warned and " WARNING routegate.reload " in warned[0]
+        assert "escalation, breaker, max_body_bytes" in warned[0]
