@@ -48,9 +48,25 @@ def route():
 # the learned value and get the shape prior, about -0.2 to -0.6: easier than an
 # average benchmark prompt, not easy enough for the demo's small model to reach
 # the team's target (see PROVENANCE.md, "Issue 12").
-@pytest.mark.xfail(reason="issue 12: trivial prompts are not separated yet", strict=False)
-@pytest.mark.parametrize("case", [c for c in PROMPTS if c["tier"] != "medium"],
-                         ids=lambda c: c["prompt"][:40])
+# Only the cases misrouted today are expected to fail, strictly: one that starts
+# passing must leave this list, and one that passes today may not regress.
+MISROUTED_TODAY = {
+    "Hello! How are you today?", "What is the capital of France?", "Who wrote Romeo and Juliet?",
+    "How many days are in a week?", "Translate 'good morning' into Spanish.",
+    "How do you say thank you in French?", "What is 7 + 5?", "What is 12 times 3?",
+    "Prove that there are infinitely many pri", "Write a concurrent web crawler in Go tha",
+}
+ISSUE_12 = pytest.mark.xfail(reason="issue 12: trivial prompts are not separated yet", strict=True)
+TIERED = [pytest.param(c, id=c["prompt"][:40],
+                       marks=[ISSUE_12] if c["prompt"][:40] in MISROUTED_TODAY else [])
+          for c in PROMPTS if c["tier"] != "medium"]
+
+
+def test_every_misrouted_case_exists() -> None:
+    assert MISROUTED_TODAY <= {p.id for p in TIERED}
+
+
+@pytest.mark.parametrize("case", TIERED)
 def test_trivial_go_small_and_hard_go_large(route, case) -> None:
     assert route(case["prompt"]) == case["tier"]
 
