@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import httpx
 import openai
@@ -59,10 +60,31 @@ def test_model_outside_team_allowance_is_404(gateway: Gateway) -> None:
                 key=OTHER_KEY).status_code == 200
 
 
-def test_malformed_json_is_400(gateway: Gateway) -> None:
-    r = post(gateway, b'{"model": "fast", "messages": [')
-    assert r.status_code == 400
-    assert error_of(r)["type"] == "invalid_request_error"
+def exact(r: httpx.Response, status: int, type_: str, code: str, param: str | None) -> dict:
+    """The README's error table row, asserted whole."""
+    assert r.status_code == status, r.text
+    error = error_of(r)
+    assert (error["type"], error["code"], error["param"]) == (type_, code, param), error
+    return error
+
+
+@pytest.mark.parametrize("raw", [b'{"model": "fast", "messages": [', b'["not", "an", "object"]'])
+def test_malformed_json_is_400(gateway: Gateway, raw: bytes) -> None:
+    exact(post(gateway, raw), 400, "invalid_request_error", "malformed_json", None)
+
+
+def nested(levels: int) -> bytes:
+    """A chat body nested ``levels`` deep, counting the top-level object as one."""
+    deep = b"[" * (levels - 1) + b"]" * (levels - 1)
+    return (b'{"model": "fast", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}],'
+            b' "metadata_deep": ' + deep + b"}")
+
+
+def test_nesting_past_254_levels_is_nesting_too_deep(gateway: Gateway) -> None:
+    assert post(gateway, nested(254)).status_code == 200     # orjson's limit, reached exactly
+    exact(post(gateway, nested(255)), 400, "invalid_request_error", "nesting_too_deep", None)
+    # Past 1,024 levels orjson will not even parse it.
+    exact(post(gateway, nested(1025)), 400, "invalid_request_error", "malformed_json", None)
 
 
 @pytest.mark.parametrize("body, param", [
@@ -173,3 +195,33 @@ def test_unknown_path_is_openai_404(gateway: Gateway) -> None:
     r = httpx.get(gateway.url + "/v1/nope")
     assert r.status_code == 404
     error_of(r)
+
+
+@pytest.fixture(scope="module")
+def limited_gateway(sim_url: str) -> Iterator[Gateway]:
+    """A batch-only team, and a model whose upstream always answers 429."""
+    config = base_config(sim_url)
+    config["models"].append({"name": "limited", "backend": "openai_compat", "base_url": sim_url,
+                             "upstream_model": "status-429",
+                             "price": {"input_per_mtok": 0.01, "output_per_mtok": 0.01}})
+    config["teams"][1]["allowed_pools"] = ["batch"]
+    with run_gateway(config) as gw:
+        yield gw
+
+
+def test_a_pool_the_team_may_not_use_is_403_pool_not_allowed(limited_gateway: Gateway) -> None:
+    body = {"model": "fast", "messages": HELLO, "max_tokens": 2}
+    r = post(limited_gateway, body, key=OTHER_KEY, **{"x-routegate-pool": "interactive"})
+    exact(r, 403, "permission_error", "pool_not_allowed", "x-routegate-pool")
+    r = post(limited_gateway, body, key=OTHER_KEY, **{"x-routegate-pool": "bulk"})
+    exact(r, 400, "invalid_request_error", "invalid_value", "x-routegate-pool")
+
+
+def test_every_model_resting_is_503_models_unavailable(limited_gateway: Gateway) -> None:
+    body = {"model": "limited", "messages": HELLO, "max_tokens": 2}
+    first = post(limited_gateway, body)          # the upstream's 429 rests the model for 7 s
+    exact(first, 429, "rate_limit_error", "rate_limit_exceeded", None)
+    assert first.headers["retry-after"] == "7"
+    r = post(limited_gateway, body)
+    exact(r, 503, "service_unavailable", "models_unavailable", None)
+    assert r.headers["retry-after"] == "5"
