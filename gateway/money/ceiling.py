@@ -103,33 +103,52 @@ class Tariff:
         sent none we could read); ``estimate_output`` our own count of its output."""
         model = ceiling.model
         ours = demand.ours(model)
-        anomaly = None
-        if reported is not None and (reported.prompt_tokens < 0 or reported.completion_tokens < 0):
-            logger.warning("model %s reported negative usage %s; billing our own count",
-                           model.name, reported)
-            reported, anomaly = None, NEGATIVE
-        if reported is None:
-            usage = Usage(ours, min(estimate_output, ceiling.output_tokens), estimated=True)
-        else:
+        usage, anomaly = within(ceiling, reported, ours, estimate_output)
+        if reported is not None and anomaly != NEGATIVE:
             self.meters[model.name].observe(ours, demand.messages, reported.prompt_tokens)
-            usage = reported
-            if (reported.prompt_tokens > ceiling.prompt_tokens
-                    or reported.completion_tokens > ceiling.output_tokens):
-                logger.warning("model %s reported %d prompt + %d completion tokens for a request "
-                               "reserved at %d + %d; billing at most that", model.name,
-                               reported.prompt_tokens, reported.completion_tokens,
-                               ceiling.prompt_tokens, ceiling.output_tokens)
-                usage = Usage(min(reported.prompt_tokens, ceiling.prompt_tokens),
-                              min(reported.completion_tokens, ceiling.output_tokens),
-                              reported.estimated)
-                anomaly = OVER_RESERVED
+        if anomaly is not None:
+            logger.warning("model %s reported usage %s for a request whose ceiling is %d + %d "
+                           "tokens (%s); billing %s", model.name, reported,
+                           ceiling.prompt_tokens, ceiling.output_tokens, anomaly, usage)
         cost = cost_nano(model, usage.prompt_tokens, usage.completion_tokens, rate)
         return Billed(usage, min(cost, ceiling.cost), anomaly)
 
 
+def within(ceiling: Ceiling, reported: Usage | None, ours: int, estimate_output: int
+           ) -> tuple[Usage, str | None]:
+    """The usage to bill for ``reported`` under ``ceiling``, and why it was corrected
+    (None: it was not). Pure: the relay uses it on a stream's usage chunk too."""
+    if reported is not None and (reported.prompt_tokens < 0 or reported.completion_tokens < 0):
+        reported, anomaly = None, NEGATIVE
+    else:
+        anomaly = None
+    if reported is None:
+        return Usage(ours, min(estimate_output, ceiling.output_tokens), estimated=True), anomaly
+    if (reported.prompt_tokens > ceiling.prompt_tokens
+            or reported.completion_tokens > ceiling.output_tokens):
+        return Usage(min(reported.prompt_tokens, ceiling.prompt_tokens),
+                     min(reported.completion_tokens, ceiling.output_tokens),
+                     reported.estimated), OVER_RESERVED
+    return reported, None
+
+
+def usage_json(usage: Usage) -> dict[str, int]:
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens}
+
+
 def with_usage(data: dict[str, Any], usage: Usage) -> bytes:
     """A non-streamed answer whose ``usage`` says what was billed."""
-    total = usage.prompt_tokens + usage.completion_tokens
-    return orjson.dumps({**data, "usage": {"prompt_tokens": usage.prompt_tokens,
-                                           "completion_tokens": usage.completion_tokens,
-                                           "total_tokens": total}})
+    return orjson.dumps({**data, "usage": usage_json(usage)})
+
+
+def checked_usage_event(event_data: dict[str, Any], raw: bytes, ceiling: Ceiling, ours: int,
+                        relayed: int) -> bytes:
+    """A stream's usage chunk as the client may see it: untouched when its figures
+    are within ``ceiling``, else saying what will be billed (``relayed``: the token
+    chunks so far, our count of the output when the figures are unreadable)."""
+    reported = Usage.from_wire(event_data.get("usage"))
+    usage, anomaly = within(ceiling, reported, ours, relayed)
+    if reported is not None and anomaly is None:
+        return raw
+    return b"data: " + orjson.dumps({**event_data, "usage": usage_json(usage)}) + b"\n\n"

@@ -60,7 +60,8 @@ class Bill:
                ) -> Billed:
         assert self.demand is not None
         estimate = 0
-        if reported is None:
+        if reported is None or min(reported.prompt_tokens, reported.completion_tokens) < 0:
+            # Not usable: our own count of the output stands in (Tariff.bill decides).
             estimate = chunks if answer is None else count_answer_tokens(answer, model.tokenizer)
         return self.tariff.bill(self.ceiling(model), reported, self.demand, estimate, self.rate)
 

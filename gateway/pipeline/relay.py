@@ -19,7 +19,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from backends.base import ChunkStream
+from backends.sse import SSEEvent
 from core.errors import GatewayError, UpstreamTooLong
+from gateway.money.ceiling import Ceiling, checked_usage_event
 
 
 def error_event(exc: GatewayError) -> bytes:
@@ -32,10 +34,12 @@ def too_long(max_events: int) -> UpstreamTooLong:
 
 
 class StreamRelay:
-    def __init__(self, stream: ChunkStream, *, include_usage: bool, max_events: int) -> None:
+    def __init__(self, stream: ChunkStream, *, include_usage: bool, max_events: int,
+                 ceiling: Ceiling | None = None, ours: int = 0) -> None:
         self.stream = stream
         self.drop_usage = not include_usage
         self.max_events = max_events         # past this the stream is cut (too_long)
+        self.ceiling, self.ours = ceiling, ours   # to check the usage chunk the client sees
         self.chunks = 0                      # token-bearing chunks relayed
         self.error: GatewayError | None = None
 
@@ -49,9 +53,11 @@ class StreamRelay:
                     left -= 1
                     if left < 0:
                         raise too_long(self.max_events)
-                    if not (drop_usage and event.is_usage_only):
+                    if not event.is_usage_only:
                         self.chunks += event.has_tokens
                         out.append(event.raw)
+                    elif not drop_usage:
+                        out.append(self._usage(event))
                     if out and not self.stream.buffered:
                         yield b"".join(out)
                         out.clear()
@@ -65,3 +71,8 @@ class StreamRelay:
             # upstream all the same, which cancels its generation (aclose
             # drops or returns the connection even if cancelled itself).
             await self.stream.aclose()
+
+    def _usage(self, event: SSEEvent) -> bytes:
+        if self.ceiling is None or event.data is None:
+            return event.raw
+        return checked_usage_event(event.data, event.raw, self.ceiling, self.ours, self.chunks)

@@ -154,7 +154,8 @@ async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat:
         await out.send_json(200, result.body, headers)
         return
     relay = StreamRelay(result, include_usage=chat.include_usage,
-                        max_events=features.demand.stream_event_cap(model))
+                        max_events=features.demand.stream_event_cap(model),
+                        ceiling=bill.ceiling(model), ours=features.demand.ours(model))
     try:
         sent_all = await out.send_stream(relay.events(), headers)
     finally:
