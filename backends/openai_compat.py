@@ -121,6 +121,17 @@ def retry_after_s(value: str | None, cap: float = DEFAULT_MAX_REST_S) -> float |
     return min(cap, max(0.0, seconds))
 
 
+def _seconds(ms: Any, longest_s: float) -> float | None:
+    """An upstream-reported duration in ms, as seconds; None unless in [0, longest_s]."""
+    if isinstance(ms, bool) or not isinstance(ms, int | float):
+        return None
+    try:
+        seconds = float(ms) / 1000
+    except OverflowError:
+        return None
+    return seconds if 0 <= seconds <= longest_s else None   # NaN compares False
+
+
 def error_message(body: bytes) -> str:
     """The ``message`` of an OpenAI-style (or TGI/Ollama-style) error body; "" if none."""
     try:
@@ -272,11 +283,15 @@ class OpenAICompatBackend:
         """llama.cpp reports prefill and decode times; use them when present.
         Returns the server's prefill time (its TTFT), if it gave one."""
         if isinstance(timings, dict) and "prompt_ms" in timings:
-            ttft = float(timings["prompt_ms"]) / 1000
+            # The server's own figures feed routing's predictions: a NaN or an
+            # absurd value would poison them, so only plausible ones are read.
+            ttft = _seconds(timings.get("prompt_ms"), self._total_s)
+            if ttft is None:
+                return None
             self.stats.observe_ttft(ttft)
-            per_token = timings.get("predicted_per_token_ms")
+            per_token = _seconds(timings.get("predicted_per_token_ms"), self._total_s)
             if per_token:
-                self.stats.observe_tpot(float(per_token) / 1000)
+                self.stats.observe_tpot(per_token)
             return ttft
         if usage and usage.completion_tokens > 1:
             # Without server timings, attribute the whole time to decode: an upper bound.

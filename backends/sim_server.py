@@ -15,6 +15,9 @@ The ``model`` field picks a behaviour, so a fault test is one line:
     no-usage             answers without ``usage`` (streams: without the usage chunk)
     negative-usage       reports negative token counts
     huge-usage           reports 10,000,000 completion tokens
+    huge-prompt          reports 10,000,000 prompt tokens
+    overflow-usage       reports 2**70 prompt and completion tokens (past 64 bits)
+    endless              streams tokens for ever, whatever max_tokens says
     no-done              streams end cleanly but without ``data: [DONE]``
     status-NNN           always HTTP NNN with an OpenAI error body (429: ``retry-after: 7``;
                          the message carries a fake credential, to test that it is scrubbed)
@@ -32,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 from typing import Any
 
 import orjson
@@ -100,6 +104,9 @@ USAGE_FAULTS: dict[str, dict[str, int] | None] = {
     "negative-usage": {"prompt_tokens": -5, "completion_tokens": -3, "total_tokens": -8},
     "huge-usage": {"prompt_tokens": 10, "completion_tokens": 10_000_000,
                    "total_tokens": 10_000_010},
+    "huge-prompt": {"prompt_tokens": 10_000_000, "completion_tokens": 5,
+                    "total_tokens": 10_000_005},
+    "overflow-usage": {"prompt_tokens": 2**70, "completion_tokens": 2**70, "total_tokens": 2**71},
 }
 FAKE_SECRET = "sk-live-0123456789abcdefABCDEF0123456789"
 
@@ -141,7 +148,7 @@ def faulty_usage(body: bytes, fault: str) -> bytes:
         data.pop("usage", None)
     else:
         data["usage"] = usage
-    return orjson.dumps(data)
+    return json.dumps(data).encode()     # orjson refuses integers past 64 bits
 
 
 def faulty_event(raw: bytes, fault: str) -> bytes | None:
@@ -153,7 +160,7 @@ def faulty_event(raw: bytes, fault: str) -> bytes | None:
         if USAGE_FAULTS[fault] is None:
             return None if not data.get("choices") else raw
         data["usage"] = USAGE_FAULTS[fault]
-        return b"data: " + orjson.dumps(data) + b"\n\n"
+        return b"data: " + json.dumps(data).encode() + b"\n\n"
     return raw
 
 
@@ -223,6 +230,8 @@ def create_app(base: SimulateConfig) -> Starlette:
             return retry_after_fault(name)
         if name.startswith("sequence-") and (scripted := sequence_fault(name, sequence_seen)):
             return scripted
+        if name == "endless" and payload.get("stream"):
+            return StreamingResponse(endless(), media_type="text/event-stream")
         fault = name if name in USAGE_FAULTS or name == "no-done" else None
         call = UpstreamCall(request.headers.get("x-request-id", "sim"), payload,
                             counter.count_messages(messages))
@@ -246,6 +255,17 @@ def create_app(base: SimulateConfig) -> Starlette:
         Route("/sim/stats", stats),
         Route("/health", health),
     ])
+
+
+async def endless() -> Any:
+    """A stream that never ends: a token chunk every millisecond until the client leaves."""
+    chunk = {"id": "chatcmpl-endless", "object": "chat.completion.chunk", "created": 0,
+             "model": "endless", "choices": [{"index": 0, "delta": {"content": "and "},
+                                              "finish_reason": None}]}
+    raw = b"data: " + orjson.dumps(chunk) + b"\n\n"
+    while True:
+        yield raw
+        await asyncio.sleep(0.001)
 
 
 def main(argv: list[str] | None = None) -> None:

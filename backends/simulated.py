@@ -33,8 +33,8 @@ def _envelope(cid: str, created: int, model: str, choice: dict[str, Any] | None,
         "id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
         "system_fingerprint": "routegate-sim",
         "choices": [] if choice is None else [{
-            "index": 0, "delta": choice["delta"], "logprobs": choice.get("logprobs"),
-            "finish_reason": choice.get("finish_reason")}],
+            "index": choice.get("index", 0), "delta": choice["delta"],
+            "logprobs": choice.get("logprobs"), "finish_reason": choice.get("finish_reason")}],
     }
     if with_usage:
         chunk["usage"] = None
@@ -81,8 +81,19 @@ class SimulatedBackend:
         self._total_s = model.timeouts.total_s
 
     def _chunks(self, call: UpstreamCall) -> AsyncGenerator[dict[str, Any], None]:
-        return self.engine.generate(call.payload, prompt_tokens=call.prompt_tokens,
-                                    p_correct=call.p_correct)
+        """Choice deltas; with ``n`` > 1, each answer in turn, tagged with its ``index``
+        (as vLLM and OpenAI answer ``n``: usage counts every answer's tokens)."""
+        n = call.payload.get("n")
+        if not isinstance(n, int) or isinstance(n, bool) or n <= 1:
+            return self.engine.generate(call.payload, prompt_tokens=call.prompt_tokens,
+                                        p_correct=call.p_correct)
+        return self._several(call, n)
+
+    async def _several(self, call: UpstreamCall, n: int) -> AsyncGenerator[dict[str, Any], None]:
+        for index in range(n):
+            async for choice in self.engine.generate(call.payload, prompt_tokens=call.prompt_tokens,
+                                                     p_correct=call.p_correct):
+                yield {**choice, "index": index}
 
     def _convert(self, exc: BaseException, *, generating: bool = False) -> GatewayError:
         self.stats.observe_failure()
@@ -109,14 +120,20 @@ class SimulatedBackend:
             raise self._convert(exc, generating=isinstance(exc, TimeoutError)) from None
         finally:
             self.stats.in_flight -= 1
-        message, finish, logprobs = assemble_message(choices)
-        n_out = sum(1 for c in choices[1:] if c["delta"])
+        answers: dict[int, list[dict[str, Any]]] = {}
+        for choice in choices:
+            answers.setdefault(choice.get("index", 0), []).append(choice)
+        out = []
+        for index, deltas in sorted(answers.items()):
+            message, finish, logprobs = assemble_message(deltas)
+            out.append({"index": index, "message": message, "logprobs": logprobs,
+                        "finish_reason": finish})
+        # Each answer's first delta is its role: the rest are tokens.
+        n_out = sum(1 for c in choices if c["delta"] and "role" not in c["delta"])
         data = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion",
             "created": int(time.time()), "model": call.payload.get("model", self.name),
-            "system_fingerprint": "routegate-sim",
-            "choices": [{"index": 0, "message": message, "logprobs": logprobs,
-                         "finish_reason": finish}],
+            "system_fingerprint": "routegate-sim", "choices": out,
             "usage": _usage(call.prompt_tokens, n_out),
         }
         elapsed = time.perf_counter() - started
@@ -178,7 +195,7 @@ class SimChunkStream(MeteredStream):
             if self._first is not None:
                 yield self._event(self._first)
             async for choice in self._gen:
-                self._n_out += bool(choice["delta"])
+                self._n_out += bool(choice["delta"]) and "role" not in choice["delta"]
                 yield self._event(choice)
         except SimFailure as exc:
             raise self._backend._convert(exc) from None

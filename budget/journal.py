@@ -67,6 +67,9 @@ class JournalEntry:
     input_tokens: int
     output_tokens: int
     cost_nanousd: int
+    # The id names work that may run again (a batch line): it stays settled for
+    # budget.stable_id_ttl_s, whatever day it runs on (older lines lack it).
+    stable: bool = False
 
     def to_line(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode() + b"\n"

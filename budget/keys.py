@@ -14,6 +14,8 @@ atomically. With T = ``{rg:search}``:
     T:ledger:<day>     HASH  "<model>|requests|input_tokens|output_tokens|cost_nanousd"
                                                                                  (TTL 93 d)
     T:settled:<day>    SET   request ids already settled (idempotency)       (TTL 3 d)
+    T:once             ZSET  stable request id (a batch line) -> until (ms): settled
+                             whatever day it runs again on       (budget.stable_id_ttl_s)
 
 Windows are named by date, computed here in the configured timezone, so a
 new day starts a new key: nothing is ever reset or overwritten at midnight.
@@ -149,6 +151,7 @@ class KeySpace:
         if reserve:
             keys = [*self._shared_keys(team, w), self.override(team), f"{t}:rl:{w.minute - 1}"]
         else:
-            keys = [*self._shared_keys(team, w), self.ledger(team, w.day), f"{t}:settled:{w.day}"]
+            keys = [*self._shared_keys(team, w), self.ledger(team, w.day), f"{t}:settled:{w.day}",
+                    f"{t}:once"]
         self._script_keys[(team, w, reserve)] = keys
         return keys

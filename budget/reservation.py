@@ -16,6 +16,8 @@ class Reservation:
     and month it was admitted in, even if it settles after midnight, so the
     limit that admitted it is the limit its spend counts against.
     ``local`` marks a fail-open reservation held in this replica's memory.
+    ``stable`` marks an id that may be settled again on another day (a batch
+    line run again): its settle stays idempotent for ``stable_id_ttl_s``.
     """
 
     request_id: str
@@ -27,6 +29,7 @@ class Reservation:
     windows: Windows
     soft_limited: bool
     local: bool = False
+    stable: bool = False   # request_id names work that may run again (a batch line)
 
     def journal_entry(self, input_tokens: int, output_tokens: int, cost: int,
                       model: str | None = None) -> JournalEntry:
@@ -41,4 +44,5 @@ class Reservation:
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cost_nanousd=cost,
+            stable=self.stable,
         )

@@ -161,9 +161,11 @@ class BudgetScripts:
     request waits one loop tick for its reserve, and nobody waits for a settle.
     """
 
-    def __init__(self, redis: Any, keys: KeySpace, reservation_ttl_s: int) -> None:
+    def __init__(self, redis: Any, keys: KeySpace, reservation_ttl_s: int,
+                 stable_id_ttl_s: int = 14 * 86400) -> None:
         self._keys = keys
         self._ttl_ms = reservation_ttl_s * 1000
+        self._stable_ttl_s = stable_id_ttl_s
         self._reserve = redis.register_script(_lua("reserve.lua"))
         self._settle = redis.register_script(_lua("settle.lua"))
         self._bounded = getattr(redis, "call_timeout_s", None) is not None
@@ -206,15 +208,18 @@ class BudgetScripts:
         input_tokens: int,
         output_tokens: int,
         cost: int,
+        stable: bool = False,
     ) -> asyncio.Future[SettleReply]:
-        """Settle one request; the future has its reply, or the batch call's error."""
+        """Settle one request; the future has its reply, or the batch call's error.
+        A ``stable`` id stays settled for ``stable_id_ttl_s``, on any day."""
         group = ("settle", team, windows)
         batch = self._batches.get(group)
         if batch is None or len(batch.futures) >= BATCH_MAX:
             batch = self._open(group, self._settle, self._keys.settle_keys(team, windows),
-                               [DAY_TTL_S, MONTH_TTL_S, LEDGER_TTL_S, SETTLED_TTL_S],
-                               SettleReply.parse_batch, SETTLE_WINDOW_S)
-        batch.args += (request_id, key_id or "", model, input_tokens, output_tokens, cost)
+                               [DAY_TTL_S, MONTH_TTL_S, LEDGER_TTL_S, SETTLED_TTL_S,
+                                self._stable_ttl_s], SettleReply.parse_batch, SETTLE_WINDOW_S)
+        batch.args += (request_id, key_id or "", model, input_tokens, output_tokens, cost,
+                       1 if stable else 0)
         return batch.join()
 
     async def drain(self) -> None:

@@ -2,15 +2,17 @@
 -- the cost to the windows it was admitted in, and write the ledger. The
 -- gateway sends the settles of one team and window that finished together
 -- in one call. Idempotent by request id: the id joins T:settled:<day>, and
--- a second settle of it changes nothing. A settle whose reservation already
--- expired (or never reached Redis: a fail-open journal replay) still
--- records the spend once.
+-- a second settle of it changes nothing. A stable id (a batch line, which
+-- may run again on another day) joins T:once instead, with an expiry longer
+-- than any batch window, so it settles once whatever day it runs again on.
+-- A settle whose reservation already expired (or never reached Redis: a
+-- fail-open journal replay) still records the spend once.
 --
 -- KEYS: 1 T:res:exp  2 T:res  3 T:reserved  4 T:d:<day>  5 T:m:<month>
---       6 T:rl:<minute>  7 T:ledger:<day>  8 T:settled:<day>
--- ARGV: 1 day ttl  2 month ttl  3 ledger ttl  4 settled ttl (all in s), then
---       six per request: request id, key id ('' = none), model,
---       input tokens, output tokens, cost (nano-USD)
+--       6 T:rl:<minute>  7 T:ledger:<day>  8 T:settled:<day>  9 T:once
+-- ARGV: 1 day ttl  2 month ttl  3 ledger ttl  4 settled ttl  5 stable id ttl
+--       (all in s), then seven per request: request id, key id ('' = none),
+--       model, input tokens, output tokens, cost (nano-USD), stable (1|0)
 --       (model '' = only release the request's hold, if any)
 -- Reply: {team d m r, then per request 'settled'|'unreserved'|'duplicate'|'released'}
 
@@ -24,14 +26,36 @@ local function correct_tokens(r, input, output)
   if r.k ~= '' then later(KEYS[6], 'k:' .. r.k .. ':tok', delta) end
 end
 
-local function settle_one(rid, key, model, input, output, cost)
+local now = now_ms()
+local once_ttl_ms = tonumber(ARGV[5]) * 1000
+local once_swept = false
+local function settled_before(rid, stable)
+  if redis.call('SISMEMBER', KEYS[8], rid) == 1 then return true end
+  if stable ~= '1' then return false end
+  if not once_swept then   -- expired stable ids leave once, in the first call that looks
+    redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now)
+    once_swept = true
+  end
+  return redis.call('ZSCORE', KEYS[9], rid) ~= false
+end
+
+local function mark_settled(rid, stable)
+  if stable == '1' then
+    redis.call('ZADD', KEYS[9], now + once_ttl_ms, rid)
+    redis.call('PEXPIRE', KEYS[9], once_ttl_ms)
+  else
+    redis.call('SADD', KEYS[8], rid)
+  end
+end
+
+local function settle_one(rid, key, model, input, output, cost, stable)
   if model == '' then
     -- Release only: a reserve whose reply the gateway never got, for a
     -- request it then refused. Nothing is billed or counted.
     take_reservation(rid, later)
     return 'released'
   end
-  if redis.call('SISMEMBER', KEYS[8], rid) == 1 then
+  if settled_before(rid, stable) then
     -- A reserve retried after its settle left a stray hold: release it now
     -- rather than at its expiry. Nothing is billed again.
     take_reservation(rid, later)
@@ -53,16 +77,16 @@ local function settle_one(rid, key, model, input, output, cost)
   later(KEYS[7], model .. '|input_tokens', input)
   later(KEYS[7], model .. '|output_tokens', output)
   later(KEYS[7], model .. '|cost_nanousd', cost)
-  redis.call('SADD', KEYS[8], rid)
+  mark_settled(rid, stable)
   return state
 end
 
-purge_expired(now_ms())
+purge_expired(now)
 local states = {}
 local billed = false
-for i = 5, #ARGV, 6 do
+for i = 6, #ARGV, 7 do
   local state = settle_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
-                           ARGV[i + 5])
+                           ARGV[i + 5], ARGV[i + 6])
   billed = billed or state == 'settled' or state == 'unreserved'
   states[#states + 1] = state
 end

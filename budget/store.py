@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,10 @@ from core.errors import GatewayError, ServiceUnavailable
 
 log = logging.getLogger(__name__)
 
+# The most one settle may bill: far above any real request (4.6 billion USD),
+# and far enough inside Redis's 64-bit counters that no sum of them overflows.
+MAX_SETTLE_NANOUSD = 2**62
+
 
 class BudgetStore(AdminCalls):
     """One replica's view of the shared budget state; lives on ``app.state``.
@@ -74,7 +79,7 @@ class BudgetStore(AdminCalls):
         self._keys = KeySpace(settings.key_prefix, settings.timezone, clock)
         # The scripts may run on a leaner client than the rest (see pipelined.py).
         self._scripts = BudgetScripts(scripts_client or redis, self._keys,
-                                      settings.reservation_ttl_s)
+                                      settings.reservation_ttl_s, settings.stable_id_ttl_s)
         journal_dir = Path(settings.journal_path or data_dir / "budget-journal")
         self.journal = SpendJournal(journal_dir, replica_id)
         self._local = LocalAllowance(
@@ -100,11 +105,14 @@ class BudgetStore(AdminCalls):
         model: str,
         max_cost_nanousd: int,
         max_tokens: int,
+        stable: bool = False,
     ) -> Reservation:
         """Hold the worst-case cost; raise QuotaExceeded / RateLimited / ServiceUnavailable.
 
         ``max_tokens`` is the request's worst-case token count (prompt plus
-        max output), counted against tpm until settle corrects it.
+        max output), counted against tpm until settle corrects it. ``stable``:
+        the id may be settled again on another day (a batch line run again),
+        and must still bill once.
         """
         now = self._keys.clock()
         windows = self._keys.windows(now)
@@ -117,13 +125,12 @@ class BudgetStore(AdminCalls):
                 if not reply.ok:
                     raise refusal(reply, team=team, key_id=key_id, windows=windows, now=now,
                                   amount=max_cost_nanousd, tokens=max_tokens)
-                return Reservation(
-                    request_id, team, key_id, model, max_cost_nanousd, max_tokens, windows, soft
-                )
+                return Reservation(request_id, team, key_id, model, max_cost_nanousd,
+                                   max_tokens, windows, soft, stable=stable)
         try:
-            return self._reserve_locally(
+            return replace(self._reserve_locally(
                 request_id, team, key_id, model, max_cost_nanousd, max_tokens, windows, team_limits
-            )
+            ), stable=stable)
         except GatewayError:
             if tried:
                 # The script may have run before its reply was lost: have the
@@ -175,10 +182,16 @@ class BudgetStore(AdminCalls):
         if res.local:
             self._local.settle(res.team, res.amount, cost_nanousd)
         if res.amount and cost_nanousd > res.amount:
-            # Billed exactly all the same, but the hard-limit guarantee rests on
-            # the reserved amount being a true worst case: find the estimator bug.
+            # The gateway bills within the request's ceiling (gateway/money/ceiling.py),
+            # so this is a bug in the caller: the hard-limit guarantee rests on the
+            # reserved amount being a true worst case. Billed exactly all the same.
             log.warning("budget: request %s cost %d nano-USD, above its reserved worst case %d",
                         res.request_id, cost_nanousd, res.amount)
+        if not 0 <= cost_nanousd <= MAX_SETTLE_NANOUSD:
+            # Never an outage (a Redis refusal of the number): clamp, and say so.
+            log.error("budget: request %s cost %d nano-USD is out of range; settling %d",
+                      res.request_id, cost_nanousd, min(max(cost_nanousd, 0), MAX_SETTLE_NANOUSD))
+            cost_nanousd = min(max(cost_nanousd, 0), MAX_SETTLE_NANOUSD)
         entry = res.journal_entry(input_tokens, output_tokens, cost_nanousd,
                                   res.model if model is None else model)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -198,7 +211,10 @@ class BudgetStore(AdminCalls):
             _finish(done)
             self._note_settled(entry, queued.result())
             return
-        self._mark_down("settle", failure)
+        if isinstance(failure, REDIS_UNAVAILABLE):
+            self._mark_down("settle", failure)
+        else:   # Redis answered, with an error: a bug, not an outage (the replay quarantines it)
+            log.error("budget: settling request %s failed: %r", entry.request_id, failure)
         self._journal_then(entry, done)
 
     def _journal_then(self, entry: JournalEntry, done: asyncio.Future[None]) -> None:
@@ -218,7 +234,7 @@ class BudgetStore(AdminCalls):
             request_id=entry.request_id, team=entry.team,
             windows=Windows(entry.day, entry.month, entry.minute), key_id=entry.key_id,
             model=entry.model, input_tokens=entry.input_tokens,
-            output_tokens=entry.output_tokens, cost=entry.cost_nanousd)
+            output_tokens=entry.output_tokens, cost=entry.cost_nanousd, stable=entry.stable)
 
     async def _apply(self, entry: JournalEntry) -> None:
         """Settle one journalled entry now; raises what Redis raised (journal replay)."""
@@ -317,8 +333,11 @@ class BudgetStore(AdminCalls):
         try:
             async with asyncio.timeout(CALL_TIMEOUT_S):
                 await self._redis.ping()
-        except Exception as exc:  # noqa: BLE001 - any failure means "not healthy"
+        except REDIS_UNAVAILABLE as exc:
             self._mark_down("ping", exc)
+            return False
+        except Exception:   # a bug here must not turn fail_closed into 503s for every team
+            log.exception("budget: ping failed unexpectedly")
             return False
         self._down_until = 0.0
         return True

@@ -74,6 +74,10 @@ class BudgetSettings(Strict):
     # None means <data_dir>/budget-journal.
     journal_path: str | None = None
     key_prefix: str = Field(default="rg", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    # A stable request id (a batch line, which may run again after a crash or a
+    # retry, on another day) settles once for this long: longer than any batch
+    # window (checked against batch.max_completion_window_s) plus its retries.
+    stable_id_ttl_s: int = Field(default=14 * 86400, ge=3600, le=400 * 86400)
     # Carried for the routing policy: how far the quality target drops for a
     # team above its soft limit.
     soft_limit_quality_drop: float = Field(default=0.15, ge=0, le=1)

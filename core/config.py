@@ -119,6 +119,9 @@ class ModelConfig(Strict):
     family: str | None = None
     tokenizer: str = "o200k_base"
     energy_j_per_token: float | None = Field(default=None, ge=0)
+    # How far above its learned count an upstream's prompt_tokens may be reserved
+    # and billed (gateway/money/prompt_meter.py): the fit times (1 + margin).
+    prompt_margin: float = Field(default=0.25, ge=0, le=4)
     timeouts: Timeouts = Timeouts()
     transport: TransportConfig = TransportConfig()
     simulate: SimulateConfig | None = None
@@ -292,6 +295,12 @@ class GatewayConfig(Strict):
         hashes = [k.hash for t in self.teams for k in t.key_configs()]
         if len(set(hashes)) != len(hashes):
             raise ValueError("the same key hash is listed twice")
+        # A batch line may run again until its batch ends: its settle must stay
+        # idempotent that long (a day more covers its retries and finalizing).
+        if self.budget.stable_id_ttl_s < self.batch.max_completion_window_s + 86400:
+            raise ValueError(f"budget.stable_id_ttl_s ({self.budget.stable_id_ttl_s}) must be at "
+                             "least batch.max_completion_window_s + 86400 "
+                             f"({self.batch.max_completion_window_s + 86400})")
         return self
 
     def model(self, name: str) -> ModelConfig | None:

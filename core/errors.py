@@ -15,7 +15,8 @@
     ├── UpstreamError                 502     upstream_error          (varies)
     │   ├── UpstreamUnreachable       502     upstream_error          upstream_unreachable
     │   ├── UpstreamAuth              502     upstream_error          upstream_auth
-    │   └── UpstreamTooLarge          502     upstream_error          upstream_response_too_large
+    │   ├── UpstreamTooLarge          502     upstream_error          upstream_response_too_large
+    │   └── UpstreamTooLong           502     upstream_error          upstream_stream_too_long
     ├── UpstreamRejected              400     invalid_request_error   upstream_rejected
     ├── ServiceUnavailable            503     service_unavailable     (varies)
     │   └── UpstreamSaturated         503     service_unavailable     upstream_saturated
@@ -194,6 +195,17 @@ class UpstreamTooLarge(UpstreamError):
     """The upstream's headers or body passed the transport's size caps."""
 
     default_code = "upstream_response_too_large"
+
+    @property
+    def retryable(self) -> bool:
+        return False
+
+
+class UpstreamTooLong(UpstreamError):
+    """A stream ran on past everything the request could be billed for (``n`` ×
+    its output cap, and the framing): it is cut, and billed for what was relayed."""
+
+    default_code = "upstream_stream_too_long"
 
     @property
     def retryable(self) -> bool:

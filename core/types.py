@@ -12,6 +12,23 @@ WINDOW = 256          # samples in the windowed p95
 P95_EVERY = 16        # new samples between two refreshes of a p95
 
 
+# The largest token count read from an upstream: beyond it a figure saturates
+# (2**53: exact as a float, far past any real answer, and far inside 64 bits,
+# so no sum, log line or Redis write can overflow on it). Billing then clamps
+# it to the request's ceiling (gateway/money/ceiling.py).
+MAX_REPORTED_TOKENS = 2**53
+
+
+def _count(value: Any) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"not a token count: {value!r}")
+    if isinstance(value, float) and not value.is_integer():   # also NaN and the infinities
+        raise ValueError(f"not a token count: {value!r}")
+    return max(-MAX_REPORTED_TOKENS, min(int(value), MAX_REPORTED_TOKENS))
+
+
 @dataclass(slots=True)
 class Usage:
     prompt_tokens: int = 0
@@ -20,11 +37,13 @@ class Usage:
 
     @classmethod
     def from_wire(cls, usage: Any) -> Usage | None:
+        """An upstream's ``usage`` object, saturated to ``MAX_REPORTED_TOKENS``;
+        None when it is missing or not numbers (billing then counts for itself)."""
         if not isinstance(usage, dict):
             return None
         try:
-            return cls(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
-        except (TypeError, ValueError):
+            return cls(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+        except ValueError:
             return None
 
 

@@ -29,6 +29,7 @@ from classifiers.length import counter_for
 from core.config import GatewayConfig, ModelConfig
 from gateway.auth import Caller, KeyRing
 from gateway.batch_runner import BatchService, open_batch_service
+from gateway.money.ceiling import Tariff
 from gateway.observe.otel import NOOP, Tracer, start_tracer
 from gateway.observe.telemetry import Telemetry
 from gateway.pipeline.routing import Router
@@ -83,6 +84,8 @@ class AppState:
 
     def __post_init__(self) -> None:
         self.models: dict[str, ModelConfig] = {m.name: m for m in self.config.models}
+        # What a request may cost per model: prices, output caps, learned prompt counts.
+        self.tariff = Tariff(self.config)
 
     @classmethod
     async def start(cls, config: GatewayConfig, config_path: str | None = None) -> AppState:

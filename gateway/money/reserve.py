@@ -1,13 +1,15 @@
 """The request path's two budget calls: reserve the worst case, settle the truth.
 
-    reservation = await reserve_budget(gw, caller, request_id, chat, decision, features, rate)
+    ceilings = ladder_ceilings(gw, decision, features.demand, rate)
+    reservation = await reserve_budget(gw, caller, request_id, decision.model, ceilings)
     ...
     settle_budget(gw, reservation, model, usage, cost)     # queued: a future to await or not
 
-One reservation covers the whole fallback chain (the most expensive model in
-it at its maximum output), so a fallback never needs a second round trip and
-no attempt can overspend. Settling bills the model that answered (its ledger
-row), from the checked usage (``gateway.money.metering``), exactly once.
+One reservation covers the whole ladder, from each model's ceiling
+(``gateway.money.ceiling``: the most that model can bill for this request),
+so a fallback never needs a second round trip and no attempt can overspend.
+Settling bills the model that answered (its ledger row), within its
+ceiling, exactly once.
 """
 
 from __future__ import annotations
@@ -21,50 +23,46 @@ from budget.reservation import Reservation
 from core.config import ModelConfig
 from core.types import Usage
 from gateway.auth import Caller
-from gateway.money.pricing import cost_nano
-from gateway.pipeline.features import RequestFeatures
-from gateway.pipeline.request import ChatRequest
+from gateway.money.ceiling import Ceiling, Demand
 from policies import Decision
 
 if TYPE_CHECKING:
     from gateway.state import AppState
 
 
-def max_output(chat: ChatRequest, model: ModelConfig) -> int:
-    """The most output tokens ``model`` may bill for this request."""
-    return min(chat.max_tokens or model.max_output_tokens, model.max_output_tokens)
+def ladder_ceilings(gw: AppState, decision: Decision, demand: Demand, rate: float
+                    ) -> dict[str, Ceiling]:
+    """Each model the request may try, with the most it can bill there."""
+    return {name: gw.tariff.ceiling(gw.models[name], demand, rate)
+            for name in (decision.model, *decision.fallbacks)}
 
 
-def worst_case(gw: AppState, chat: ChatRequest, decision: Decision, features: RequestFeatures,
-               rate: float, *, every_attempt_bills: bool = False) -> tuple[int, int]:
+def worst_case(ceilings: dict[str, Ceiling], *, every_attempt_bills: bool = False
+               ) -> tuple[int, int]:
     """(nano-USD, tokens) the request can cost at most, over its ladder.
 
     A failed attempt bills nothing, so without answer checks at most one
     attempt bills: the dearest. With them, every refused answer is billed
     too, so the worst case is the whole ladder's sum."""
-    costs, tokens = [], []
-    for name in (decision.model, *decision.fallbacks):
-        model = gw.models[name]
-        prompt = features.prompt_tokens(model.tokenizer)
-        out = max_output(chat, model)
-        costs.append(cost_nano(model, prompt, out, rate))
-        tokens.append(prompt + out)
+    costs = [c.cost for c in ceilings.values()]
+    tokens = [c.tokens for c in ceilings.values()]
     if every_attempt_bills:
         return sum(costs), sum(tokens)
     return max(costs), max(tokens)
 
 
-async def reserve_budget(gw: AppState, caller: Caller, request_id: str, chat: ChatRequest,
-                         decision: Decision, features: RequestFeatures, rate: float, *,
-                         every_attempt_bills: bool = False) -> Reservation | None:
+async def reserve_budget(gw: AppState, caller: Caller, request_id: str, model: str,
+                         ceilings: dict[str, Ceiling], *, every_attempt_bills: bool = False,
+                         stable: bool = False) -> Reservation | None:
+    """``stable``: ``request_id`` names work that may run again (a batch line), so
+    its settle stays idempotent for as long as that work may run."""
     if not gw.config.budget.enabled:
         return None
-    amount, tokens = worst_case(gw, chat, decision, features, rate,
-                                every_attempt_bills=every_attempt_bills)
+    amount, tokens = worst_case(ceilings, every_attempt_bills=every_attempt_bills)
     return await gw.budget.reserve(
         request_id=request_id, team=caller.team.name, team_limits=caller.team.budget,
-        key_id=caller.key_id, key_limits=caller.key.budget, model=decision.model,
-        max_cost_nanousd=amount, max_tokens=tokens)
+        key_id=caller.key_id, key_limits=caller.key.budget, model=model,
+        max_cost_nanousd=amount, max_tokens=tokens, stable=stable)
 
 
 def settle_budget(gw: AppState, reservation: Reservation, model: ModelConfig | None,

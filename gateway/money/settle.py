@@ -1,32 +1,32 @@
 """Settling one request: from what was served to the nano-dollar billed.
 
-    bill = Bill()
+    bill = Bill(gw.tariff)
     ... the pipeline fills it in as the request goes ...
     settle(gw, outcome, attempts, bill)        # in the pipeline's one finally: queued
 
-The cost is computed here and only here (``gateway.money.pricing`` gives the
-prices): the delivered answer, plus every refused answer of an escalation,
-each from its own usage and filed in the ledger under its own model. Then it
-is written to the outcome for the request log and settled against the one
-reservation. Nothing here raises: the answer is already decided.
+The cost is computed here and only here, by ``Tariff.bill`` within each
+model's ceiling (``gateway.money.ceiling``): the delivered answer, plus
+every refused answer of an escalation, each from its own usage and filed in
+the ledger under its own model. Then it is written to the outcome for the
+request log and settled against the one reservation. Nothing here raises:
+the answer is already decided.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from budget.pricing import usd
 from budget.reservation import Reservation
 from core.config import ModelConfig
 from core.types import Usage
-from gateway.money.metering import billed_usage, count_answer_tokens
-from gateway.money.pricing import cost_nano
+from gateway.money.ceiling import Billed, Ceiling, Demand, Tariff
+from gateway.money.metering import count_answer_tokens
 from gateway.money.reserve import settle_budget
 from gateway.pipeline.attempts import Attempts
-from gateway.pipeline.features import RequestFeatures
 from gateway.pipeline.outcome import Outcome
 
 if TYPE_CHECKING:
@@ -37,36 +37,48 @@ logger = logging.getLogger("routegate.billing")
 
 @dataclass(slots=True)
 class Bill:
+    tariff: Tariff
     reservation: Reservation | None = None
     rate: float = 1.0                     # the pool's price multiplier
-    features: RequestFeatures | None = None
-    max_tokens: int | None = None         # the client's cap on output
+    demand: Demand | None = None          # None until the request was parsed and measured
+    ceilings: dict[str, Ceiling] = field(default_factory=dict)   # per model of the ladder
     served: bool = False                  # an answer (or part of a stream) was produced
     reported: Usage | None = None         # the delivered answer's usage, unchecked
     answer: Any = None                    # a non-streamed answer's JSON, to count if needed
     relayed_chunks: int = 0               # token-bearing chunks a stream relayed
+    _delivered: Billed | None = None      # the served answer, billed once
 
-    def max_output(self, model: ModelConfig) -> int:
-        return min(self.max_tokens or model.max_output_tokens, model.max_output_tokens)
+    def ceiling(self, model: ModelConfig) -> Ceiling:
+        ceiling = self.ceilings.get(model.name)
+        if ceiling is None:   # not in the ladder the reservation covered: cannot happen, but
+            assert self.demand is not None          # never bill without a ceiling
+            ceiling = self.ceilings[model.name] = self.tariff.ceiling(model, self.demand,
+                                                                      self.rate)
+        return ceiling
 
-    def usage_of(self, model: ModelConfig, reported: Usage | None, answer: Any, chunks: int
-                 ) -> tuple[Usage, str | None]:
-        assert self.features is not None
+    def billed(self, model: ModelConfig, reported: Usage | None, answer: Any, chunks: int
+               ) -> Billed:
+        assert self.demand is not None
         estimate = 0
-        if reported is None:
+        if reported is None or min(reported.prompt_tokens, reported.completion_tokens) < 0:
+            # Not usable: our own count of the output stands in (Tariff.bill decides).
             estimate = chunks if answer is None else count_answer_tokens(answer, model.tokenizer)
-        return billed_usage(reported, prompt_tokens=self.features.prompt_tokens(model.tokenizer),
-                            max_output=self.max_output(model), estimate_output=estimate)
+        return self.tariff.bill(self.ceiling(model), reported, self.demand, estimate, self.rate)
 
-    def delivered(self, model: ModelConfig, cancelled: bool) -> tuple[Usage | None, str | None]:
-        if self.features is None:
-            return None, None
+    def served_answer(self, model: ModelConfig) -> Billed:
+        """The delivered answer's bill (computed once: the meter learns from it once)."""
+        if self._delivered is None:
+            self._delivered = self.billed(model, self.reported, self.answer, self.relayed_chunks)
+        return self._delivered
+
+    def delivered(self, model: ModelConfig, cancelled: bool) -> Billed | None:
+        if self.demand is None:
+            return None
         if not self.served:
             # A client that left mid-call cancelled a generation that had
             # started: its prompt was read. Failed attempts bill nothing.
-            prompt = self.features.prompt_tokens(model.tokenizer)
-            return (Usage(prompt, 0, estimated=True), None) if cancelled else (None, None)
-        return self.usage_of(model, self.reported, self.answer, self.relayed_chunks)
+            return self.billed(model, None, None, 0) if cancelled else None
+        return self.served_answer(model)
 
 
 @dataclass(slots=True)
@@ -81,18 +93,20 @@ class Line:
 def _lines(o: Outcome, attempts: Attempts, bill: Bill) -> list[Line]:
     """The refused answers first, the delivered one last."""
     lines = []
-    for a in attempts.discarded if bill.features is not None else ():
-        usage, _ = bill.usage_of(a.model, a.usage, a.answer, a.chunks)
-        lines.append(Line(a.model, usage, cost_nano(a.model, usage.prompt_tokens,
-                                                    usage.completion_tokens, bill.rate)))
+    anomalies = []
+    for a in attempts.discarded if bill.demand is not None else ():
+        billed = bill.billed(a.model, a.usage, a.answer, a.chunks)
+        anomalies.append(billed.anomaly)
+        lines.append(Line(a.model, billed.usage, billed.cost))
     model = attempts.model
     # A client that left while its request still queued for a slot cost nothing.
     cancelled = o.status == 499 and attempts.started
-    delivered, anomaly = (None, None) if model is None else bill.delivered(model, cancelled)
+    delivered = None if model is None else bill.delivered(model, cancelled)
     if model is not None and delivered is not None:
-        o.usage_estimated, o.usage_anomaly = delivered.estimated, anomaly
-        lines.append(Line(model, delivered, cost_nano(model, delivered.prompt_tokens,
-                                                      delivered.completion_tokens, bill.rate)))
+        o.usage_estimated = delivered.usage.estimated
+        anomalies.append(delivered.anomaly)
+        lines.append(Line(model, delivered.usage, delivered.cost))
+    o.usage_anomaly = next((a for a in reversed(anomalies) if a), None)
     return lines
 
 

@@ -1,7 +1,7 @@
 """Reading an answer back: the message a completion or a stream carries.
 
     message, finish, logprobs = completion_message(completion.data)
-    held = await HeldStream.hold(stream)      # every event read, nothing sent yet
+    held = await HeldStream.hold(stream, max_events=2_200)   # every event read, nothing sent
     message, finish, logprobs = held.message()
 
 A stream whose answer must be checked before the client sees it (structured
@@ -17,6 +17,7 @@ from typing import Any
 
 from backends.base import ChunkStream, WrappedStream
 from backends.sse import SSEEvent
+from gateway.pipeline.relay import too_long
 
 
 def _token_logprobs(logprobs: Any) -> list[float]:
@@ -81,11 +82,15 @@ class HeldStream(WrappedStream):
         self.chunks = sum(e.has_tokens for e in events)
 
     @classmethod
-    async def hold(cls, stream: ChunkStream) -> HeldStream:
+    async def hold(cls, stream: ChunkStream, max_events: int) -> HeldStream:
+        """Read ``stream`` to its end; one longer than ``max_events`` is cut (never
+        held whole in memory) and fails as ``UpstreamTooLong``."""
         events: list[SSEEvent] = []
         try:
             async for event in stream:
                 events.append(event)
+                if len(events) > max_events:
+                    raise too_long(max_events)
         finally:
             await stream.aclose()
         return cls(stream, events)

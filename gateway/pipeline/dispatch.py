@@ -84,7 +84,8 @@ async def call_with_fallback(
             call = UpstreamCall(request_id, upstream_payload(chat, model, check),
                                 features.prompt_tokens(model.tokenizer),
                                 gw.router.predicted_quality(model, features),
-                                attempt_span.upstream_headers(chat.trace, request_id))
+                                attempt_span.upstream_headers(chat.trace, request_id),
+                                max_events=features.demand.stream_event_cap(model))
             try:
                 result = await _attempt(gw, chat, model, call, check, deadline, attempts, decision.pool)
             except GatewayError as exc:
@@ -155,7 +156,7 @@ async def _call(gw: AppState, chat: ChatRequest, model: ModelConfig, call: Upstr
     stream = scheduler.holding(ticket, await backend.stream(call))
     if check is None or not check.hold_streams:
         return stream
-    return await HeldStream.hold(stream)
+    return await HeldStream.hold(stream, call.max_events)
 
 
 def _note_failure(trial: Trial, exc: GatewayError) -> None:

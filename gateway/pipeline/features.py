@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from classifiers.length import counter_for
+from gateway.money.ceiling import Demand
 from gateway.pipeline.request import ChatRequest
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ DEFAULT_EXPECTED_OUTPUT = 256
 class RequestFeatures:
     token_counts: dict[str, int]
     expected_output_tokens: int
+    demand: Demand                       # what the request asks, for its ceiling (money)
     score: PromptScore | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     classify_s: float | None = None      # time in the classifier (a metric)
@@ -57,7 +59,8 @@ def _measure_sync(chat: ChatRequest, encodings: set[str],
                                           has_response_format=chat.has_response_format)
         spent = time.perf_counter() - started
     expected = chat.max_tokens or DEFAULT_EXPECTED_OUTPUT
-    return RequestFeatures(counts, expected, score, classify_s=spent)
+    demand = Demand(counts, len(chat.messages), chat.max_tokens, chat.choices)
+    return RequestFeatures(counts, expected, demand, score, classify_s=spent)
 
 
 async def measure(chat: ChatRequest, encodings: set[str],

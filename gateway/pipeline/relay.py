@@ -1,6 +1,6 @@
 """Relaying an upstream stream to the client, byte-exact.
 
-    relay = StreamRelay(stream, include_usage=chat.include_usage)
+    relay = StreamRelay(stream, include_usage=chat.include_usage, max_events=2_200)
     sent_all = await responder.send_stream(relay.events(), headers)
     relay.chunks, relay.error, stream.usage
 
@@ -9,7 +9,9 @@ read, not per event). The usage chunk the gateway asked for is dropped when
 the client did not ask for it. An upstream failure after the headers went
 out (a broken stream, or one that ended without ``[DONE]``) becomes an
 in-stream OpenAI error event, which the SDK raises: a truncated stream never
-looks complete.
+looks complete. So does a stream that runs past ``max_events``
+(``Demand.stream_event_cap``: more than the request can be billed for): an
+endless stream is cut there, and billed for what was relayed.
 """
 
 from __future__ import annotations
@@ -17,29 +19,45 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from backends.base import ChunkStream
-from core.errors import GatewayError
+from backends.sse import SSEEvent
+from core.errors import GatewayError, UpstreamTooLong
+from gateway.money.ceiling import Ceiling, checked_usage_event
 
 
 def error_event(exc: GatewayError) -> bytes:
     return b"data: " + exc.to_json() + b"\n\n"
 
 
+def too_long(max_events: int) -> UpstreamTooLong:
+    return UpstreamTooLong(f"The upstream's stream ran past {max_events} events, more than "
+                           "this request can be billed for; it was cut.")
+
+
 class StreamRelay:
-    def __init__(self, stream: ChunkStream, *, include_usage: bool) -> None:
+    def __init__(self, stream: ChunkStream, *, include_usage: bool, max_events: int,
+                 ceiling: Ceiling | None = None, ours: int = 0) -> None:
         self.stream = stream
         self.drop_usage = not include_usage
+        self.max_events = max_events         # past this the stream is cut (too_long)
+        self.ceiling, self.ours = ceiling, ours   # to check the usage chunk the client sees
         self.chunks = 0                      # token-bearing chunks relayed
         self.error: GatewayError | None = None
 
     async def events(self) -> AsyncIterator[bytes]:
         out: list[bytes] = []
         drop_usage = self.drop_usage
+        left = self.max_events
         try:
             try:
                 async for event in self.stream:
-                    if not (drop_usage and event.is_usage_only):
+                    left -= 1
+                    if left < 0:
+                        raise too_long(self.max_events)
+                    if not event.is_usage_only:
                         self.chunks += event.has_tokens
                         out.append(event.raw)
+                    elif not drop_usage:
+                        out.append(self._usage(event))
                     if out and not self.stream.buffered:
                         yield b"".join(out)
                         out.clear()
@@ -53,3 +71,8 @@ class StreamRelay:
             # upstream all the same, which cancels its generation (aclose
             # drops or returns the connection even if cancelled itself).
             await self.stream.aclose()
+
+    def _usage(self, event: SSEEvent) -> bytes:
+        if self.ceiling is None or event.data is None:
+            return event.raw
+        return checked_usage_event(event.data, event.raw, self.ceiling, self.ours, self.chunks)

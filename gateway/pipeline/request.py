@@ -17,9 +17,11 @@ import orjson
 
 from core.errors import InvalidRequest, MalformedJSON
 from gateway.observe.tracing import TraceContext
+from gateway.protocols.openai_fields import check_structured_fields
 
 AUTO = "auto"
 QUALITY_HEADER = "x-routegate-quality"
+MAX_CHOICES = 128          # OpenAI's own bound on ``n``
 
 
 @dataclass(slots=True)
@@ -30,6 +32,7 @@ class ChatRequest:
     stream: bool
     include_usage: bool           # the client asked for the usage chunk
     max_tokens: int | None
+    choices: int                  # ``n``: answers asked for, each up to max_tokens
     quality: float | None         # per-request quality target override
     has_tools: bool
     has_response_format: bool
@@ -52,12 +55,14 @@ def _quality(value: Any, param: str) -> float:
     return q
 
 
-def _positive_int(body: Mapping[str, Any], name: str) -> int | None:
+def _positive_int(body: Mapping[str, Any], name: str, most: int | None = None) -> int | None:
     value = body.get(name)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidRequest(f"'{name}' must be a positive integer, got {value!r}", param=name)
+    if most is not None and value > most:
+        raise InvalidRequest(f"'{name}' must be at most {most}, got {value}", param=name)
     return value
 
 
@@ -103,6 +108,8 @@ def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     tools = _typed(body, "tools", list, "an array")
     response_format = _typed(body, "response_format", dict, "an object")
     max_tokens = _positive_int(body, "max_completion_tokens") or _positive_int(body, "max_tokens")
+    choices = _positive_int(body, "n", MAX_CHOICES) or 1
+    check_structured_fields(body)
     quality = None
     if model.startswith(AUTO + ":"):
         quality = _quality(model[len(AUTO) + 1 :], "model")
@@ -112,7 +119,7 @@ def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
     return ChatRequest(
         body=body, model=model, messages=messages, stream=stream,
         include_usage=bool(options.get("include_usage")), max_tokens=max_tokens,
-        quality=quality, has_tools=bool(tools),
+        choices=choices, quality=quality, has_tools=bool(tools),
         has_response_format=bool(response_format) and response_format.get("type") != "text",
         trace=TraceContext.from_headers(headers),
     )

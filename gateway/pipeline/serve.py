@@ -25,8 +25,9 @@ from backends.base import Completion
 from core.errors import GatewayError, InvalidRequest
 from gateway.auth import Caller
 from gateway.ids import client_request_id, new_request_id
+from gateway.money.ceiling import with_usage
 from gateway.money.pricing import pool_rate
-from gateway.money.reserve import reserve_budget
+from gateway.money.reserve import ladder_ceilings, reserve_budget
 from gateway.money.settle import Bill, settle
 from gateway.observe.otel import NO_SPAN, Span
 from gateway.pipeline.attempts import AnswerCheck, Attempts
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("routegate.pipeline")
 T = TypeVar("T")
-INTERNAL = GatewayError("The gateway hit an internal error; the request was not billed.")
+INTERNAL = GatewayError("The gateway hit an internal error while serving this request.")
 TOO_DEEP = InvalidRequest("The request body is nested too deeply.", code="nesting_too_deep")
 
 
@@ -74,7 +75,7 @@ async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
     live request's task ends as soon as its answer is sent."""
     o = Outcome(request_id or new_request_id(), client_request_id(headers.get("x-request-id")))
     started = time.perf_counter()
-    attempts, bill = Attempts(), Bill()
+    attempts, bill = Attempts(), Bill(gw.tariff)
     span = gw.tracer.start_request(headers)     # NO_SPAN unless otel.endpoint is set
     try:
         caller = caller or gw.keyring.authenticate(headers.get("authorization"))
@@ -83,7 +84,7 @@ async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
         chat = parse_chat_request(await read_body(), headers)
         o.stream, o.trace_id = chat.stream, span.trace_id or chat.trace.trace_id
         o.prompt = chat.messages if gw.config.logging.prompts else None
-        await _serve(gw, out, o, caller, chat, attempts, bill, span)
+        await _serve(gw, out, o, caller, chat, attempts, bill, span, stable=request_id is not None)
     except ClientGone:
         o.status, o.error_code = 499, "client_closed_request"
     except GatewayError as exc:
@@ -110,7 +111,8 @@ async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
 
 
 async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat: ChatRequest,
-                 attempts: Attempts, bill: Bill, span: Span = NO_SPAN) -> None:
+                 attempts: Attempts, bill: Bill, span: Span = NO_SPAN, stable: bool = False
+                 ) -> None:
     stage = span.child("classify")
     features = await measure(chat, gw.router.encodings,
                              gw.classifier if gw.router.needs_score(chat) else None)
@@ -121,14 +123,16 @@ async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat:
     o.classify_s = features.classify_s
     o.confidence, o.slo = decision.confidence, decision.slo
     bill.rate = pool_rate(gw.config, o.pool)
+    bill.demand = features.demand
+    bill.ceilings = ladder_ceilings(gw, decision, features.demand, bill.rate)
     check = AnswerCheck.for_request(gw.config.escalation, chat)
     stage = span.child("reserve")
-    bill.reservation = await reserve_budget(gw, caller, o.request_id, chat, decision, features,
-                                            bill.rate, every_attempt_bills=check is not None)
+    bill.reservation = await reserve_budget(gw, caller, o.request_id, decision.model,
+                                            bill.ceilings, every_attempt_bills=check is not None,
+                                            stable=stable)
     stage.end()
     if bill.reservation is not None and bill.reservation.soft_limited:
         o.budget = "soft-limit"
-    bill.features, bill.max_tokens = features, chat.max_tokens
     if decision.reason == LOW_CONFIDENCE:
         attempts.escalations.append(LOW_CONFIDENCE)
     result = await out.until_gone(call_with_fallback(gw, chat, decision, features, o.request_id,
@@ -143,9 +147,15 @@ async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat:
     if isinstance(result, Completion):
         bill.reported, bill.answer = result.usage, result.data
         o.ttft_s = result.ttft_s
+        billed = bill.served_answer(model)
+        if billed.anomaly is not None:
+            # The client sees what it is billed, never the upstream's refused figures.
+            result.body = with_usage(result.data, billed.usage)
         await out.send_json(200, result.body, headers)
         return
-    relay = StreamRelay(result, include_usage=chat.include_usage)
+    relay = StreamRelay(result, include_usage=chat.include_usage,
+                        max_events=features.demand.stream_event_cap(model),
+                        ceiling=bill.ceiling(model), ours=features.demand.ours(model))
     try:
         sent_all = await out.send_stream(relay.events(), headers)
     finally:

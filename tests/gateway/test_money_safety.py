@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from budget.pricing import cost_nanousd
+from classifiers.length import counter_for
 from tests.support import TEST_KEY, Gateway, base_config, run_gateway
 
 HELLO = [{"role": "user", "content": "hi"}]
@@ -143,14 +144,23 @@ def test_negative_usage_is_refused_and_huge_usage_clamped(money_gateway: Gateway
                                                           stream: bool) -> None:
     extra = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
     for model, anomaly in (("negative-usage", "negative"), ("huge-usage", "over_reserved")):
-        before = ledger(money_gateway).get(model, {"output_tokens": 0, "cost_nanousd": 0})
+        before = ledger(money_gateway).get(model, {"input_tokens": 0, "output_tokens": 0,
+                                                   "cost_nanousd": 0})
         r = post(money_gateway, {"model": model, "messages": HELLO, "max_tokens": 50, **extra})
         assert r.status_code == 200, r.text
         row = ledger(money_gateway)[model]
-        out = row["output_tokens"] - before["output_tokens"]
-        assert 0 <= out <= 50
-        assert row["cost_nanousd"] - before["cost_nanousd"] >= 0
-        assert f'"usage_anomaly":"{anomaly}"' in _event(money_gateway, r)
+        tokens_in = row["input_tokens"] - before["input_tokens"]
+        tokens_out = row["output_tokens"] - before["output_tokens"]
+        logged = json.loads(_event(money_gateway, r)[_event(money_gateway, r).index("{"):])
+        assert logged["usage_anomaly"] == anomaly
+        if model == "huge-usage":      # its 10 prompt tokens; completion clamped to max_tokens
+            assert (tokens_in, tokens_out) == (10, 50)
+        else:                          # our own count: the prompt, and the answer we relayed
+            assert (tokens_in, tokens_out) == (logged["prompt_tokens"], logged["completion_tokens"])
+            assert tokens_in == counter_for("o200k_base").count_messages(HELLO)
+            assert 0 < tokens_out <= 50
+        assert row["cost_nanousd"] - before["cost_nanousd"] == cost_nanousd(
+            tokens_in, tokens_out, 1.0, 2.0)
     metrics = httpx.get(money_gateway.url + "/metrics").text
     assert 'routegate_usage_anomalies_total{kind="over_reserved"' in metrics
 
@@ -196,6 +206,7 @@ def test_a_client_leaving_a_non_stream_cancels_the_upstream(gateway: Gateway,
                                                             sim_url: str) -> None:
     stats_url = sim_url.removesuffix("/v1") + "/sim/stats"
     before = httpx.get(stats_url).json()["slow"]
+    books = ledger(gateway).get("slowpoke", {})
     body = {"model": "slowpoke", "messages": HELLO, "max_tokens": 200}
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(gateway.base_url + "/chat/completions", json=body, headers=AUTH, timeout=1.0)
@@ -207,6 +218,17 @@ def test_a_client_leaving_a_non_stream_cancels_the_upstream(gateway: Gateway,
         time.sleep(0.1)
     assert after["cancelled"] == before["cancelled"] + 1
     assert after["completed"] == before["completed"]
+    # It read the prompt: that is billed, at our own count, and nothing more.
+    prompt = counter_for("o200k_base").count_messages(HELLO)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and ledger(gateway).get("slowpoke", {}).get(
+            "requests", 0) == books.get("requests", 0):
+        time.sleep(0.05)
+    row = ledger(gateway)["slowpoke"]
+    assert row["requests"] - books.get("requests", 0) == 1
+    assert (row["input_tokens"] - books.get("input_tokens", 0),
+            row["output_tokens"] - books.get("output_tokens", 0)) == (prompt, 0)
+    assert row["cost_nanousd"] - books.get("cost_nanousd", 0) == cost_nanousd(prompt, 0, 50.0, 100.0)
 
 
 def test_a_client_leaving_mid_stream_is_logged_as_499(gateway: Gateway) -> None:

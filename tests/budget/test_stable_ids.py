@@ -1,0 +1,68 @@
+"""Issue 20, item 12: a stable id (a batch line) settles once, whatever day it runs again on.
+
+Settled ids used to be kept per admission day: a batch line billed at 23:59:50
+and run again (after a crash, a retry) at 00:00:40 was billed twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from budget.store import BudgetStore
+from tests.budget.conftest import FakeClock
+from tests.budget.test_store import reserve, run
+
+
+async def _reserve_and_settle(store: BudgetStore, rid: str, cost: int, *, stable: bool) -> None:
+    held = await store.reserve(request_id=rid, team="t", team_limits=None, key_id=None,
+                               key_limits=None, model="small", max_cost_nanousd=cost * 2,
+                               max_tokens=10, stable=stable)
+    await store.settle(held, input_tokens=3, output_tokens=4, cost_nanousd=cost)
+
+
+def test_a_stable_id_run_again_after_midnight_is_billed_once(tmp_path: Path, prefix: str) -> None:
+    clock = FakeClock("2026-11-30T23:59:50")
+
+    async def body(store: BudgetStore, client: Any) -> None:
+        await _reserve_and_settle(store, "batch_1-line-a", 500, stable=True)
+        clock.set("2026-12-01T00:00:40")
+        await _reserve_and_settle(store, "batch_1-line-a", 500, stable=True)
+        today = await store.usage("t", None, days=2)
+        assert today["spent_today_nanousd"] == 0          # not billed again on the new day
+        assert sum(row["cost_nanousd"] for row in today["ledger"]) == 500
+        assert sum(row["requests"] for row in today["ledger"]) == 1
+        assert today["reserved_usd"] == 0                  # the second hold was released
+        clock.set("2026-11-30T12:00:00")
+        assert (await store.usage("t", None))["spent_today_nanousd"] == 500
+
+    run(tmp_path, prefix, body, clock=clock)
+
+
+def test_a_live_id_keeps_its_per_day_marker(tmp_path: Path, prefix: str) -> None:
+    """Random live ids never run again: they stay in the day's set, off T:once."""
+    async def body(store: BudgetStore, client: Any) -> None:
+        await _reserve_and_settle(store, "req_live", 300, stable=False)
+        again = await reserve(store, "req_live", 600)
+        await store.settle(again, input_tokens=1, output_tokens=1, cost_nanousd=300)
+        report = await store.usage("t", None)
+        assert report["spent_today_nanousd"] == 300
+        assert await client.exists("{" + prefix + ":t}:once") == 0
+
+    run(tmp_path, prefix, body)
+
+
+def test_a_stable_id_survives_a_journal_replay(tmp_path: Path, prefix: str) -> None:
+    """A settle journalled while Redis was away keeps its stable flag on replay."""
+    async def body(store: BudgetStore, client: Any) -> None:
+        held = await store.reserve(request_id="batch_2-line-b", team="t", team_limits=None,
+                                   key_id=None, key_limits=None, model="small",
+                                   max_cost_nanousd=1000, max_tokens=10, stable=True)
+        await store.journal.append(held.journal_entry(3, 4, 400, "small"))
+        assert await store.reconcile_once() == 1
+        await store.settle(held, input_tokens=3, output_tokens=4, cost_nanousd=400)
+        report = await store.usage("t", None)
+        assert report["spent_today_nanousd"] == 400
+        assert await client.zscore("{" + prefix + ":t}:once", "batch_2-line-b") is not None
+
+    run(tmp_path, prefix, body)

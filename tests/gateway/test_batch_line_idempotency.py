@@ -1,0 +1,62 @@
+"""Issue 20, item 12: a batch line that runs again under its line id is billed once.
+
+The gateway's own state, started in this process on the shared Redis, and
+``run_chat_line`` (what the batch worker calls) run twice with one line id,
+as after a worker crash: the second run is answered, and not billed again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import orjson
+
+from budget.pricing import cost_nanousd
+from core.config import parse_config
+from gateway.pipeline.serve import run_chat_line
+from gateway.state import AppState
+from tests.support import TEST_KEY, hashed
+
+
+def config(tmp_path: Path) -> dict:
+    return {
+        "models": [{"name": "small", "backend": "simulated",
+                    "price": {"input_per_mtok": 1.0, "output_per_mtok": 2.0},
+                    "simulate": {"tpot_ms": 1, "prefill_tokens_per_s": 1_000_000}}],
+        "teams": [{"name": "test", "keys": [hashed(TEST_KEY)]}],
+        "redis_url": "redis://127.0.0.1:6379/0",
+        "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
+        "batch": {"worker_in_serve": False, "key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}"},
+        "metrics": {"enabled": False},
+        "logging": {"requests": False},
+        "data_dir": str(tmp_path),
+    }
+
+
+def test_a_line_run_twice_with_one_id_is_billed_once(tmp_path: Path) -> None:
+    body = {"model": "small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+
+    async def main() -> None:
+        gw = await AppState.start(parse_config(config(tmp_path)))
+        try:
+            caller = gw.keyring.team("test")
+            assert caller is not None
+            line = f"batch_{uuid.uuid4().hex}-line-1"
+            answers = [await run_chat_line(gw, caller, body, request_id=line) for _ in range(2)]
+            assert [status for status, _ in answers] == [200, 200]
+            first = orjson.loads(answers[0][1])["usage"]
+            report = await gw.budget.usage("test", None)
+            assert [row["requests"] for row in report["ledger"]] == [1]
+            assert report["spent_today_nanousd"] == cost_nanousd(
+                first["prompt_tokens"], first["completion_tokens"], 0.5, 1.0)   # batch: half price
+            assert report["reserved_usd"] == 0
+            # A new line id is a new request, billed on its own.
+            await run_chat_line(gw, caller, body, request_id=line + "0")
+            again = await gw.budget.usage("test", None)
+            assert [row["requests"] for row in again["ledger"]] == [2]
+        finally:
+            await gw.aclose()
+
+    asyncio.run(main())
