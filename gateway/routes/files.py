@@ -4,8 +4,8 @@
     client.files.content(file_id).text
 
 Uploads are read as a stream with a byte cap (413 past ``batch.max_file_bytes``),
-spooled to disk, checked line by line (400 naming the first bad lines), then
-stored. A team sees only its own files; any other id is a 404.
+spooled to disk, checked line by line (400 naming the first bad lines, or a
+line longer than ``max_body_bytes``), then stored. A team sees only its own files; any other id is a 404.
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ async def create_file(request: Request, gw: State, caller: TeamCaller) -> Respon
     settings = gw.config.batch
     upload, purpose = await read_upload(request, settings.max_file_bytes)
     try:
-        report = await asyncio.to_thread(check_input, upload.file, max_lines=settings.max_lines)
+        report = await asyncio.to_thread(check_input, upload.file, max_lines=settings.max_lines,
+                                         max_line_bytes=gw.config.max_body_bytes)
         if report.lines > settings.max_lines:
             raise InvalidRequest(f"The file has more than {settings.max_lines} requests.",
                                  param="file", code="too_many_requests")
