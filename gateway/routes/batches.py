@@ -7,6 +7,8 @@
 Creating a batch enqueues one stream entry per line (``batch.queue``); the
 workers of every replica run them. ``completion_window`` takes OpenAI's
 ``24h`` and, beyond OpenAI, any ``<n>s|m|h`` up to ``batch.max_completion_window_s``.
+A team whose ``allowed_pools`` exclude ``batch`` is refused at once (403
+``pool_not_allowed``), as a live request asking for that pool is.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from batch.jsonl import CHAT_URL
 from batch.submit import submit_batch
-from core.errors import InvalidRequest, NotFound
+from core.errors import InvalidRequest, NotFound, PermissionDenied
+from gateway.auth import Caller
 from gateway.batch_runner import batch_service
 from gateway.deps import State, TeamCaller
 from gateway.routes.files import json_response, owner_of
@@ -39,6 +42,14 @@ class CreateBatch(BaseModel):
     metadata: dict[str, str] | None = Field(default=None, max_length=16)
 
 
+def check_batch_pool(caller: Caller) -> None:
+    """A team not allowed the batch pool cannot run a batch's lines: say so now, not per line."""
+    allowed = caller.team.allowed_pools
+    if allowed is not None and "batch" not in allowed:
+        raise PermissionDenied(f"Team {caller.team.name!r} may not use the batch pool, so it "
+                               "cannot create batches.", code="pool_not_allowed")
+
+
 def window_seconds(window: str, longest: int) -> int:
     match = _WINDOW.match(window)
     seconds = int(match[1]) * _UNIT_S[match[2]] if match else 0
@@ -51,6 +62,7 @@ def window_seconds(window: str, longest: int) -> int:
 @router.post("/v1/batches")
 async def create_batch(spec: CreateBatch, gw: State, caller: TeamCaller) -> Response:
     service, owner = batch_service(gw), owner_of(caller)
+    check_batch_pool(caller)
     if spec.endpoint != CHAT_URL:
         raise InvalidRequest(f"Only {CHAT_URL} is supported.", param="endpoint")
     window_s = window_seconds(spec.completion_window, gw.config.batch.max_completion_window_s)
