@@ -13,7 +13,7 @@ from batch.keys import BatchKeys
 from batch.queue import WorkQueue
 from batch.records import Owner
 from batch.store import BatchStore
-from batch.worker import BatchWorker, RunLine
+from batch.worker import BatchWorker, LineAnswer, RunLine
 
 __all__ = ["BatchKeys", "BatchStore", "BatchWorker", "BlobStore", "DirectoryBlobStore",
-           "FileStore", "Owner", "RunLine", "WorkQueue"]
+           "FileStore", "LineAnswer", "Owner", "RunLine", "WorkQueue"]

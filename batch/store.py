@@ -116,6 +116,13 @@ class BatchStore:
             args=[custom_id, value, "completed" if ok else "failed", tokens[0], tokens[1]])
         return int(reply[0]), int(reply[1]), int(reply[2])
 
+    async def still_open(self, batch_id: str, now: float) -> bool:
+        """Whether the batch may still start lines: in progress and inside its window."""
+        status, expires_at = await self.redis.hmget(self.keys.meta(batch_id), "status",
+                                                    "expires_at")
+        return (status is not None and _str(status) == "in_progress"
+                and expires_at is not None and now < int(expires_at))
+
     async def abandon_line(self, batch_id: str) -> None:
         await self._abandon(keys=[self.keys.meta(batch_id)])
 

@@ -40,9 +40,11 @@ class BatchSettings(BaseModel):
     # After cancel or expiry, lines in flight get this long to finish before
     # the output files are written without them.
     drain_grace_s: float = Field(default=30.0, ge=0)
-    # A line refused for a passing reason (503, or 429 other than
-    # insufficient_quota) is tried this many more times, backing off from
+    # A line refused with 503 is tried this many more times, backing off from
     # retry_backoff_s and doubling, before the refusal goes in the error file.
+    # A 429 other than insufficient_quota (a rate limit, a full queue) does not
+    # use these up: the line waits its retry-after and runs again, for as long
+    # as the batch's completion window and cancel allow.
     line_retries: int = Field(default=3, ge=0, le=10)
     retry_backoff_s: float = Field(default=1.0, ge=0)
     # A finalizer that has not finished in this time is presumed dead.
