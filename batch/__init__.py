@@ -1,6 +1,6 @@
 """The Batch API's storage and execution, below the gateway (it imports ``core`` only).
 
-    files = FileStore(redis, keys, DirectoryBlobStore(root))   # uploads and outputs
+    files = FileStore(redis, keys, DirectoryBlobStore(root))   # uploads, outputs, quota, expiry
     batches = BatchStore(redis, keys)                          # metadata and state
     worker = BatchWorker(batches, files, WorkQueue(redis, keys), run_line, settings, consumer)
 

@@ -4,6 +4,8 @@
       worker_in_serve: true     # false: run ``routegate worker`` separately
       concurrency: 8            # lines in flight per replica
       claim_idle_s: 30          # a line held this long by a silent worker is taken over
+      team_storage_bytes: 10737418240   # all of a team's stored files, uploads and outputs
+      file_expiry_s: 2592000    # files that name no expires_after; null or 0: never
 
 Every replica sharing a Redis must use the same ``key_prefix`` and see the
 same ``data_dir`` (the file bytes live in ``<data_dir>/files``).
@@ -52,6 +54,17 @@ class BatchSettings(BaseModel):
     # Longest completion_window accepted (OpenAI accepts only "24h").
     max_completion_window_s: int = Field(default=7 * 86400, ge=1)
     key_prefix: str = Field(default="rgb", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    # Bytes of all of a team's stored files (uploads, outputs, and deleted files
+    # a running batch still reads). An upload that would pass it is refused;
+    # output files are always written (they are counted, never refused).
+    team_storage_bytes: int = Field(default=10 * 1024**3, ge=1024)
+    # Lifetime of a file that names no ``expires_after`` (uploads) or
+    # ``output_expires_after`` (a batch's output and error files). OpenAI's
+    # default for batch files is 30 days; null or 0: kept until deleted.
+    file_expiry_s: int | None = Field(default=30 * 86400, ge=0)
+    # Files each replica's sweep deletes per pass (expired, or deleted while a
+    # batch still read them), so a backlog never stalls the sweep loop.
+    expiry_sweep_limit: int = Field(default=100, ge=1, le=10_000)
 
     @model_validator(mode="after")
     def _claims_outlast_heartbeats(self) -> BatchSettings:

@@ -91,8 +91,9 @@ async def open_batch_service(gw: AppState) -> BatchService | None:
     keys = BatchKeys(settings.key_prefix)
     redis = gw.redis.client
     blobs = DirectoryBlobStore(Path(gw.config.data_dir) / "files")
-    service = BatchService(FileStore(redis, keys, blobs), BatchStore(redis, keys),
-                           WorkQueue(redis, keys))
+    files = FileStore(redis, keys, blobs, quota_bytes=settings.team_storage_bytes,
+                      default_expiry_s=settings.file_expiry_s)
+    service = BatchService(files, BatchStore(redis, keys), WorkQueue(redis, keys))
     if settings.worker_in_serve:
         service.start_worker(gw)
     return service

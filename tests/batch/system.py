@@ -48,7 +48,9 @@ class System:
 
     def __post_init__(self) -> None:
         keys = BatchKeys(self.settings.key_prefix)
-        self.files = FileStore(self.redis, keys, DirectoryBlobStore(self.root))
+        self.files = FileStore(self.redis, keys, DirectoryBlobStore(self.root),
+                               quota_bytes=self.settings.team_storage_bytes,
+                               default_expiry_s=self.settings.file_expiry_s)
         self.batches = BatchStore(self.redis, keys)
         self.queue = WorkQueue(self.redis, keys)
 
