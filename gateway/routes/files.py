@@ -28,7 +28,7 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from batch.jsonl import check_input
-from batch.records import Owner
+from batch.records import Owner, file_object
 from core.errors import InvalidRequest, PayloadTooLarge
 from gateway.batch_runner import batch_service
 from gateway.deps import State, TeamCaller
@@ -130,7 +130,7 @@ async def create_file(request: Request, gw: State, caller: TeamCaller) -> Respon
                                             expires_after_s=lifetime)
     finally:
         await upload.close()
-    return json_response(await service.files.get(owner, fields["id"]))
+    return json_response(file_object(fields))
 
 
 @router.get("/v1/files")

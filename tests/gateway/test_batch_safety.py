@@ -51,6 +51,14 @@ def eventually(check: Any, timeout: float = 10.0) -> None:
         time.sleep(0.1)
 
 
+def missing(client: openai.OpenAI, file_id: str) -> bool:
+    try:
+        client.files.retrieve(file_id)
+    except openai.NotFoundError:
+        return True
+    return False
+
+
 def upload(client: openai.OpenAI, data: bytes, **kw: Any) -> Any:
     return client.files.create(file=("requests.jsonl", io.BytesIO(data)), purpose="batch", **kw)
 
@@ -91,8 +99,10 @@ def test_concurrent_uploads_never_pass_the_team_quota(safety_gateway: Gateway,
     assert storage_used(safety_config, "other") == listed_bytes(client) == 4 * size
     data_dir = Path(safety_config["data_dir"])
     assert all(blob(data_dir, file_id).exists() for file_id in stored)
+    blobs_before = set((data_dir / "files").iterdir())
     with pytest.raises(openai.BadRequestError) as err:  # refused before it is stored
         upload(client, jsonl(300, prefix="u9_"))
+    assert set((data_dir / "files").iterdir()) == blobs_before
     assert err.value.status_code == 400 and err.value.code == "storage_quota_exceeded"
     assert "file storage" in err.value.message
     assert client.files.delete(stored[0]).deleted  # deleting frees quota at once
@@ -194,9 +204,8 @@ def test_expired_files_are_swept_but_kept_for_a_running_batch(sim_url: str, tmp_
         eventually(lambda: not blob(data_dir, soon.id).exists())
         with pytest.raises(openai.NotFoundError):
             client.files.retrieve(soon.id)
-        with pytest.raises(openai.NotFoundError):
-            client.files.retrieve(running.id)  # expired too, but the batch still reads it
-        assert client.batches.retrieve(batch.id).status == "in_progress"
+        eventually(lambda: missing(client, running.id))  # expired too (created a moment later)
+        assert client.batches.retrieve(batch.id).status == "in_progress"  # and still read
         assert blob(data_dir, running.id).exists()
         batch = wait(client, batch.id, timeout=60)
         assert batch.status == "completed" and batch.request_counts.completed == 40  # type: ignore[union-attr]
