@@ -1,6 +1,7 @@
 """Batch input files: finding their lines and checking them, as pure functions.
 
-    report = check_input(open("requests.jsonl", "rb"), max_lines=50_000)
+    report = check_input(open("requests.jsonl", "rb"), max_lines=50_000,
+                         max_line_bytes=10 * 1024 * 1024)
     if report.errors: ...            # ["line 3: custom_id 'a' is used on line 1", ...]
     for line in scan_lines(f): ...   # Line(number=1, offset=0, length=120)
 
@@ -22,6 +23,7 @@ import orjson
 
 CHAT_URL = "/v1/chat/completions"
 MAX_REPORTED_ERRORS = 5
+COPY_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,21 +78,49 @@ def parse_request(raw: bytes) -> dict[str, Any]:
     return obj
 
 
-def check_input(f: BinaryIO, *, max_lines: int) -> InputReport:
-    """Check every line of an upload; stops counting past ``max_lines``."""
+def bounded_lines(f: BinaryIO, max_length: int) -> Iterator[tuple[int, int, bytes | None]]:
+    """(number, length, line) for every non-blank line, newline excluded; the line is
+    None when longer than ``max_length``, and such a line is never held in memory whole."""
+    number = 0
+    # One byte more than a line of max_length plus "\r\n" tells an overlong line.
+    while raw := f.readline(max_length + 3):
+        number += 1
+        total, last = len(raw), raw
+        while not last.endswith(b"\n") and len(raw) > max_length + 2:
+            last = f.readline(COPY_CHUNK)   # the rest of an overlong line, skipped
+            if not last:
+                break
+            total += len(last)
+        length = total - (len(last) - len(last.rstrip(b"\r\n")))
+        if length > max_length:
+            yield number, length, None
+        elif raw.strip():
+            yield number, length, raw[:length]
+
+
+def check_input(f: BinaryIO, *, max_lines: int, max_line_bytes: int) -> InputReport:
+    """Check every line of an upload; stops counting past ``max_lines``.
+
+    A line longer than ``max_line_bytes`` (the gateway's ``max_body_bytes``) is
+    refused: the same request sent live would get 413.
+    """
     report = InputReport()
     seen: dict[str, int] = {}
-    for line in scan_lines(f):
+    for number, length, raw in bounded_lines(f, max_line_bytes):
         report.lines += 1
         if report.lines > max_lines:
             break
+        if raw is None:
+            report.add(number, f"{length} bytes, longer than the {max_line_bytes}-byte limit "
+                               "on a request (max_body_bytes)")
+            continue
         try:
-            request = parse_request(line.raw)
+            request = parse_request(raw)
         except ValueError as exc:
-            report.add(line.number, str(exc))
+            report.add(number, str(exc))
             continue
         custom_id = request["custom_id"]
-        first = seen.setdefault(custom_id, line.number)
-        if first != line.number:
-            report.add(line.number, f"custom_id {custom_id!r} is already used on line {first}")
+        first = seen.setdefault(custom_id, number)
+        if first != number:
+            report.add(number, f"custom_id {custom_id!r} is already used on line {first}")
     return report

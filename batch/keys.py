@@ -3,9 +3,11 @@
     keys = BatchKeys("rgb")
     keys.meta("batch_ab12")      # rgb:{batch_ab12}:meta
 
-All keys of one batch share the hash tag ``{<batch id>}``, so its Lua scripts
-run on a Redis Cluster too. The work queue is one stream with one consumer
-group that every replica reads from.
+All keys of one batch share the hash tag ``{<batch id>}``, and all of a
+team's file keys (each file, the team's file index, its storage count and
+upload reservations) share ``{team:<team>}``, so every Lua script runs on a
+Redis Cluster too. The work queue is one stream with one consumer group that
+every replica reads from; ``files_due`` is one sorted set the sweepers share.
 """
 
 from __future__ import annotations
@@ -19,11 +21,25 @@ GROUP = "workers"
 class BatchKeys:
     prefix: str
 
-    def file(self, file_id: str) -> str:
-        return f"{self.prefix}:file:{file_id}"
+    def file(self, team: str, file_id: str) -> str:
+        return f"{self.prefix}:{{team:{team}}}:file:{file_id}"
 
     def team_files(self, team: str) -> str:
-        return f"{self.prefix}:team:{team}:files"
+        """The team's visible files, by creation time (what ``GET /v1/files`` pages)."""
+        return f"{self.prefix}:{{team:{team}}}:files"
+
+    def storage(self, team: str) -> str:
+        """Hash: ``used`` (bytes of stored files) and ``reserved`` (uploads under way)."""
+        return f"{self.prefix}:{{team:{team}}}:storage"
+
+    def reservations(self, team: str) -> str:
+        """Uploads under way: ``<file id>:<bytes>`` scored by when the hold lapses."""
+        return f"{self.prefix}:{{team:{team}}}:reservations"
+
+    @property
+    def files_due(self) -> str:
+        """``<team>/<file id>`` scored by when the sweep should remove it."""
+        return f"{self.prefix}:files:due"
 
     def team_batches(self, team: str) -> str:
         return f"{self.prefix}:team:{team}:batches"

@@ -25,7 +25,7 @@ import orjson
 from batch.blobs import BlobStore
 from batch.files import FileStore
 from batch.jsonl import scan_lines
-from batch.records import Owner, unrun_line
+from batch.records import TERMINAL, Owner, unrun_line
 from batch.store import BatchStore
 from core.batch_config import BatchSettings
 
@@ -97,8 +97,8 @@ class Lifecycle:
         """Take every step the batch needs now (idempotent; any replica may call it)."""
         for _ in range(3):
             fields = await self.store.fields(batch_id)
-            if not fields or fields.get("status") in ("completed", "failed", "expired", "cancelled"):
-                await self.store.deactivate(batch_id)
+            if not fields or fields.get("status") in TERMINAL:
+                await self._retire(batch_id, fields)
                 return
             now = time.time()
             step = next_step(fields, now, self.settings)
@@ -129,10 +129,16 @@ class Lifecycle:
             await asyncio.shield(self.store.release_finalizer(batch_id, token))
             raise
         if done:
-            await self.store.deactivate(batch_id)
+            await self._retire(batch_id, fields)
             log.info("batch %s: %s (%s completed, %s failed)", batch_id, fields.get("target"),
                      fields.get("completed"), fields.get("failed"))
         return done
+
+    async def _retire(self, batch_id: str, fields: dict[str, str]) -> None:
+        """The batch has ended: let go of its input file, then stop sweeping it."""
+        if fields.get("input_file_id"):
+            await self.files.retention.release(fields["team"], fields["input_file_id"], batch_id)
+        await self.store.deactivate(batch_id)
 
     async def _write_files(self, batch_id: str, fields: dict[str, str]
                            ) -> tuple[str | None, str | None]:
@@ -144,15 +150,20 @@ class Lifecycle:
                                             fields["input_file_id"], set(results), target)
         output, errors = await asyncio.to_thread(assemble, results, unrun)
         owner = Owner(fields["team"], fields["key_hash"])
+        # output_expires_after, else the gateway's default (FileStore applies it).
+        lifetime = int(fields["output_expires_s"]) if fields.get("output_expires_s") else None
         ids: list[str | None] = []
         for kind, data in (("output", output), ("error", errors)):
             ids.append(None if not data else (await self.files.create_bytes(
-                owner, f"{batch_id}_{kind}.jsonl", "batch_output", data))["id"])
+                owner, f"{batch_id}_{kind}.jsonl", "batch_output", data,
+                expires_after_s=lifetime))["id"])
         return ids[0], ids[1]
 
     async def sweep(self) -> None:
+        """Advance every active batch, then remove the files whose time has come (bounded)."""
         for batch_id in await self.store.active_ids():
             try:
                 await self.advance(batch_id)
             except Exception:
                 log.exception("batch %s: could not advance", batch_id)
+        await self.files.retention.sweep(time.time(), self.settings.expiry_sweep_limit)

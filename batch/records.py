@@ -50,7 +50,7 @@ def _int(fields: dict[str, str], name: str) -> int | None:
 
 def file_object(fields: dict[str, str]) -> dict[str, Any]:
     return {"id": fields["id"], "object": "file", "bytes": _int(fields, "bytes") or 0,
-            "created_at": _int(fields, "created_at"), "expires_at": None,
+            "created_at": _int(fields, "created_at"), "expires_at": _int(fields, "expires_at"),
             "filename": fields.get("filename", ""), "purpose": fields["purpose"],
             "status": "processed", "status_details": None}
 

@@ -2,7 +2,7 @@
 
     store = BatchStore(redis, BatchKeys("rgb"))
     fields = await store.create(owner, input_file_fields, window="24h", window_s=86400,
-                                metadata=None, now=time.time())
+                                metadata=None, now=time.time(), output_expires_s=None)
     await store.start_line(batch_id, custom_id, now)    # the gate: "go", "stop", ...
     await store.record(batch_id, custom_id, value, ok=True, tokens=(12, 30))
 
@@ -44,7 +44,8 @@ class BatchStore:
 
 
     async def create(self, owner: Owner, input_file: dict[str, str], *, window: str,
-                     window_s: int, metadata: dict[str, str] | None, now: float) -> str:
+                     window_s: int, metadata: dict[str, str] | None, now: float,
+                     output_expires_s: int | None = None) -> str:
         batch_id = new_batch_id()
         fields = {"id": batch_id, "endpoint": "/v1/chat/completions",
                   "input_file_id": input_file["id"], "completion_window": window,
@@ -52,13 +53,22 @@ class BatchStore:
                   "expires_at": int(now) + window_s, "total": input_file.get("lines", "0"),
                   "completed": 0, "failed": 0, "inflight": 0, "team": owner.team,
                   "key_hash": owner.key_hash,
-                  "metadata": orjson.dumps(metadata).decode() if metadata else ""}
+                  "metadata": orjson.dumps(metadata).decode() if metadata else "",
+                  "output_expires_s": output_expires_s or ""}
         pipe = self.redis.pipeline(transaction=False)
         pipe.hset(self.keys.meta(batch_id), mapping=fields)
         pipe.zadd(self.keys.team_batches(owner.team), {batch_id: int(now * 1e6)})
         pipe.sadd(self.keys.active, batch_id)
         await pipe.execute()
         return batch_id
+
+    async def discard(self, owner: Owner, batch_id: str) -> None:
+        """Forget a batch that could not start (its input file went as it was created)."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.srem(self.keys.active, batch_id)
+        pipe.zrem(self.keys.team_batches(owner.team), batch_id)
+        pipe.delete(self.keys.meta(batch_id))
+        await pipe.execute()
 
     async def fields(self, batch_id: str) -> dict[str, str]:
         return decode(await self.redis.hgetall(self.keys.meta(batch_id)))
@@ -115,6 +125,13 @@ class BatchStore:
             keys=[self.keys.meta(batch_id), self.keys.results(batch_id)],
             args=[custom_id, value, "completed" if ok else "failed", tokens[0], tokens[1]])
         return int(reply[0]), int(reply[1]), int(reply[2])
+
+    async def still_open(self, batch_id: str, now: float) -> bool:
+        """Whether the batch may still start lines: in progress and inside its window."""
+        status, expires_at = await self.redis.hmget(self.keys.meta(batch_id), "status",
+                                                    "expires_at")
+        return (status is not None and _str(status) == "in_progress"
+                and expires_at is not None and now < int(expires_at))
 
     async def abandon_line(self, batch_id: str) -> None:
         await self._abandon(keys=[self.keys.meta(batch_id)])

@@ -4,11 +4,17 @@
     task = asyncio.create_task(worker.run())     # until cancelled
     await worker.aclose()
 
-``run_line(owner, body, line_id) -> (HTTP status, response body)`` is
+``run_line(owner, body, line_id) -> LineAnswer(status, body, headers)`` is
 injected: the gateway passes its request pipeline, tests may pass anything,
 and this package never imports the gateway. At most ``concurrency`` lines run
 per replica; entries are read only when a slot is free, so a busy replica
 never hoards work another could do.
+
+A line refused with 429 for a rate (the team's rpm/tpm, an upstream's limit,
+a full queue) waits the refusal's ``retry-after``, with jitter, and runs
+again for as long as its batch is in progress and inside its window: a
+rate-limited team's batch is paced, not failed. ``line_retries`` are only for
+503s; ``insufficient_quota`` is final at once.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import orjson
 from redis.exceptions import RedisError
@@ -32,12 +40,26 @@ from core.batch_config import BatchSettings
 
 log = logging.getLogger("routegate.batch")
 
-RunLine = Callable[[Owner, dict[str, Any], str], Awaitable[tuple[int, dict[str, Any]]]]
-INTERNAL = {"error": {"message": "The gateway hit an internal error running this request.",
-                      "type": "server_error", "param": None, "code": "internal_error"}}
+
+class LineAnswer(NamedTuple):
+    """What ``run_line`` returns: the HTTP status, the JSON body and the headers."""
+
+    status: int
+    body: dict[str, Any]
+    headers: Mapping[str, str] = MappingProxyType({})
+
+
+RunLine = Callable[[Owner, dict[str, Any], str], Awaitable[LineAnswer]]
+INTERNAL = LineAnswer(500, {"error": {
+    "message": "The gateway hit an internal error running this request.",
+    "type": "server_error", "param": None, "code": "internal_error"}})
 REDIS_BACKOFF_S = 1.0
 VALIDATING_WAIT_S = 10.0
 STOP_GRACE_S = 5.0
+# A rate-limited line waits at most this long at a time (a minute's window
+# has room again by then), and looks at its batch this often while it waits.
+RATE_WAIT_MAX_S = 60.0
+RATE_CHECK_S = 1.0
 
 
 def _tokens(body: dict[str, Any]) -> tuple[int, int]:
@@ -47,14 +69,22 @@ def _tokens(body: dict[str, Any]) -> tuple[int, int]:
     return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
 
 
-def transient(status: int, answer: dict[str, Any]) -> bool:
-    """Worth another try: a budget store or upstream pool briefly unavailable (503), or a
-    rate limit (429), but never a hard budget limit (insufficient_quota)."""
-    if status == 503:
-        return True
-    error = answer.get("error") if isinstance(answer, dict) else None
+def rate_limited(answer: LineAnswer) -> bool:
+    """A 429 that passes with time (a rate, a queue), not a hard budget limit."""
+    error = answer.body.get("error") if isinstance(answer.body, dict) else None
     code = error.get("code") if isinstance(error, dict) else None
-    return status == 429 and code != "insufficient_quota"
+    return answer.status == 429 and code != "insufficient_quota"
+
+
+def rate_wait_s(headers: Mapping[str, str], fallback_s: float) -> float:
+    """How long to wait before running a rate-limited line again: its ``retry-after``
+    (bounded), plus jitter so the lines refused together do not return together."""
+    try:
+        wait = float(headers.get("retry-after") or fallback_s)
+    except ValueError:
+        wait = fallback_s
+    wait = min(max(wait, 0.1), RATE_WAIT_MAX_S)
+    return wait + random.uniform(0, max(0.5, 0.1 * wait))
 
 
 class BatchWorker:
@@ -165,10 +195,14 @@ class BatchWorker:
         if gate != "go":
             return True
         try:
-            status, body = await self._call(owner, request["body"], item.batch_id, custom_id)
+            answer = await self._call(owner, request["body"], item.batch_id, custom_id)
         except BaseException:
             await asyncio.shield(self.store.abandon_line(item.batch_id))
             raise
+        if answer is None:  # cancelled or expired while rate-limited: never ran
+            await self.store.abandon_line(item.batch_id)
+            return True
+        status, body = answer.status, answer.body
         ok = 200 <= status < 300
         value = b"%d\t%s\t%s" % (item.index, b"o" if ok else b"e",
                                   result_line(item.batch_id, custom_id, status, body))
@@ -188,20 +222,36 @@ class BatchWorker:
             await asyncio.sleep(0.1)
 
     async def _call(self, owner: Owner, body: dict[str, Any], batch_id: str, custom_id: str
-                    ) -> tuple[int, dict[str, Any]]:
-        """The line's answer; a transient refusal is retried a few times before it is final."""
-        delay = self.settings.retry_backoff_s
-        for attempt in range(self.settings.line_retries + 1):
+                    ) -> LineAnswer | None:
+        """The line's answer: a 503 is retried ``line_retries`` times, a rate limit waited
+        out; None when the batch stopped (cancel, expiry) while the line waited."""
+        delay, retries = self.settings.retry_backoff_s, 0
+        while True:
             try:
-                status, answer = await self.run_line(owner, body, line_id(batch_id, custom_id))
+                answer = await self.run_line(owner, body, line_id(batch_id, custom_id))
             except Exception:
                 log.exception("batch %s: line %r raised", batch_id, custom_id)
-                return 500, INTERNAL
-            if not transient(status, answer) or attempt == self.settings.line_retries:
-                break
-            await asyncio.sleep(delay)
-            delay *= 2
-        return status, answer
+                return INTERNAL
+            if rate_limited(answer):
+                wait = rate_wait_s(answer.headers, max(self.settings.retry_backoff_s, 1.0))
+                if not await self._wait_while_open(batch_id, wait):
+                    return None
+            elif answer.status == 503 and retries < self.settings.line_retries:
+                retries += 1
+                await asyncio.sleep(delay)
+                delay *= 2
+            else:
+                return answer
+
+    async def _wait_while_open(self, batch_id: str, seconds: float) -> bool:
+        """Sleep ``seconds``; False as soon as the batch is cancelled or past its window."""
+        deadline = time.monotonic() + seconds
+        while await self.store.still_open(batch_id, time.time()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            await asyncio.sleep(min(left, RATE_CHECK_S))
+        return False
 
     async def _input_gone(self, batch_id: str, file_id: str) -> None:
         """The input file was deleted mid-batch: fail the batch, keep what completed."""

@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from batch import BatchKeys, BatchStore, BatchWorker, DirectoryBlobStore, FileStore, WorkQueue
+from batch import (
+    BatchKeys,
+    BatchStore,
+    BatchWorker,
+    DirectoryBlobStore,
+    FileStore,
+    LineAnswer,
+    WorkQueue,
+)
 from batch.records import Owner
 from core.config import GatewayConfig
 from core.errors import AuthenticationFailed, NotFound
@@ -62,15 +70,15 @@ def line_runner(gw: AppState) -> Any:
     """``run_line`` for the worker: one batch line as a request of the batch's key."""
     from gateway.pipeline.serve import run_chat_line  # late: the pipeline sits above this module
 
-    async def run_line(owner: Owner, body: dict[str, Any], line_id: str
-                       ) -> tuple[int, dict[str, Any]]:
+    async def run_line(owner: Owner, body: dict[str, Any], line_id: str) -> LineAnswer:
         caller = gw.keyring.lookup(owner.team, owner.key_hash)
         if caller is None:
             exc = AuthenticationFailed("The API key that created this batch no longer exists.")
-            return exc.status_code, exc.to_dict()
+            return LineAnswer(exc.status_code, exc.to_dict())
         # The line's stable id: a line run again after a crash settles as a duplicate.
-        status, raw = await run_chat_line(gw, caller, body, pool="batch", request_id=line_id)
-        return status, orjson.loads(raw)
+        status, raw, headers = await run_chat_line(gw, caller, body, pool="batch",
+                                                   request_id=line_id)
+        return LineAnswer(status, orjson.loads(raw), headers)
 
     return run_line
 
@@ -83,8 +91,9 @@ async def open_batch_service(gw: AppState) -> BatchService | None:
     keys = BatchKeys(settings.key_prefix)
     redis = gw.redis.client
     blobs = DirectoryBlobStore(Path(gw.config.data_dir) / "files")
-    service = BatchService(FileStore(redis, keys, blobs), BatchStore(redis, keys),
-                           WorkQueue(redis, keys))
+    files = FileStore(redis, keys, blobs, quota_bytes=settings.team_storage_bytes,
+                      default_expiry_s=settings.file_expiry_s)
+    service = BatchService(files, BatchStore(redis, keys), WorkQueue(redis, keys))
     if settings.worker_in_serve:
         service.start_worker(gw)
     return service

@@ -128,6 +128,7 @@ def base_config(sim_url: str, **overrides: object) -> dict:
         ],
         "redis_url": "redis://127.0.0.1:6379/0",
         "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
+        "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}"},
         "max_body_bytes": 65536,
     }
     config.update(overrides)

@@ -181,9 +181,11 @@ class CollectedAnswer:
     def __init__(self) -> None:
         self.status = 0
         self.body = b""
+        self.headers: dict[str, str] = {}
 
     async def send_json(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-        self.status, self.body = status, body
+        # The headers too: a batch line refused for a rate waits its retry-after.
+        self.status, self.body, self.headers = status, body, headers
 
     async def send_stream(self, chunks: AsyncIterator[bytes], headers: dict[str, str]) -> bool:
         raise AssertionError("batch lines are never streamed")
@@ -193,13 +195,13 @@ class CollectedAnswer:
 
 
 async def run_chat_line(gw: AppState, caller: Caller, body: dict, *, pool: str = "batch",
-                        request_id: str | None = None) -> tuple[int, bytes]:
+                        request_id: str | None = None) -> tuple[int, bytes, dict[str, str]]:
     """One non-streamed chat request through the same pipeline as a live one.
 
-    Returns (HTTP status, JSON body): the chat.completion, or OpenAI's error
-    object. Never raises for a request's own failure. A line that runs again
-    with the same ``request_id`` (its first run's result was lost) is not
-    billed again.
+    Returns (HTTP status, JSON body, response headers): the chat.completion, or
+    OpenAI's error object. Never raises for a request's own failure. A line
+    that runs again with the same ``request_id`` (its first run's result was
+    lost) is not billed again.
     """
     body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
 
@@ -209,4 +211,4 @@ async def run_chat_line(gw: AppState, caller: Caller, body: dict, *, pool: str =
     answer = CollectedAnswer()
     await serve_chat(gw, answer, {}, read_body, caller=caller, pool=pool, request_id=request_id,
                      wait_settled=True)
-    return answer.status, answer.body
+    return answer.status, answer.body, answer.headers

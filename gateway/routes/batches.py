@@ -7,12 +7,17 @@
 Creating a batch enqueues one stream entry per line (``batch.queue``); the
 workers of every replica run them. ``completion_window`` takes OpenAI's
 ``24h`` and, beyond OpenAI, any ``<n>s|m|h`` up to ``batch.max_completion_window_s``.
+``output_expires_after`` (``{"anchor": "created_at", "seconds": 3600..2592000}``)
+sets the lifetime of the output and error files. A team whose ``allowed_pools``
+exclude ``batch`` is refused at once (403 ``pool_not_allowed``), as a live
+request asking for that pool is.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from typing import Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
@@ -20,14 +25,22 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from batch.jsonl import CHAT_URL
 from batch.submit import submit_batch
-from core.errors import InvalidRequest, NotFound
+from core.errors import InvalidRequest, NotFound, PermissionDenied
+from gateway.auth import Caller
 from gateway.batch_runner import batch_service
 from gateway.deps import State, TeamCaller
-from gateway.routes.files import json_response, owner_of
+from gateway.routes.files import MAX_EXPIRY_S, MIN_EXPIRY_S, json_response, owner_of
 
 router = APIRouter()
 _WINDOW = re.compile(r"^([1-9][0-9]{0,6})([smh])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600}
+
+
+class OutputExpiresAfter(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    anchor: Literal["created_at"]
+    seconds: int = Field(ge=MIN_EXPIRY_S, le=MAX_EXPIRY_S)
 
 
 class CreateBatch(BaseModel):
@@ -37,6 +50,15 @@ class CreateBatch(BaseModel):
     endpoint: str
     completion_window: str
     metadata: dict[str, str] | None = Field(default=None, max_length=16)
+    output_expires_after: OutputExpiresAfter | None = None
+
+
+def check_batch_pool(caller: Caller) -> None:
+    """A team not allowed the batch pool cannot run a batch's lines: say so now, not per line."""
+    allowed = caller.team.allowed_pools
+    if allowed is not None and "batch" not in allowed:
+        raise PermissionDenied(f"Team {caller.team.name!r} may not use the batch pool, so it "
+                               "cannot create batches.", code="pool_not_allowed")
 
 
 def window_seconds(window: str, longest: int) -> int:
@@ -51,6 +73,7 @@ def window_seconds(window: str, longest: int) -> int:
 @router.post("/v1/batches")
 async def create_batch(spec: CreateBatch, gw: State, caller: TeamCaller) -> Response:
     service, owner = batch_service(gw), owner_of(caller)
+    check_batch_pool(caller)
     if spec.endpoint != CHAT_URL:
         raise InvalidRequest(f"Only {CHAT_URL} is supported.", param="endpoint")
     window_s = window_seconds(spec.completion_window, gw.config.batch.max_completion_window_s)
@@ -61,9 +84,10 @@ async def create_batch(spec: CreateBatch, gw: State, caller: TeamCaller) -> Resp
                        param="input_file_id") from None
     if input_file["purpose"] != "batch":
         raise InvalidRequest("The input file must have purpose 'batch'.", param="input_file_id")
+    output_expires_s = spec.output_expires_after.seconds if spec.output_expires_after else None
     batch_id = await submit_batch(service.files, service.batches, service.queue, owner,
                                   input_file, window=spec.completion_window, window_s=window_s,
-                                  metadata=spec.metadata)
+                                  metadata=spec.metadata, output_expires_s=output_expires_s)
     return json_response(await service.batches.get(owner, batch_id))
 
 

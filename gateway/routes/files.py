@@ -4,8 +4,15 @@
     client.files.content(file_id).text
 
 Uploads are read as a stream with a byte cap (413 past ``batch.max_file_bytes``),
-spooled to disk, checked line by line (400 naming the first bad lines), then
-stored. A team sees only its own files; any other id is a 404.
+spooled to disk, checked line by line (400 naming the first bad lines, or a
+line longer than ``max_body_bytes``), then stored if the team's storage quota
+has room (400 ``storage_quota_exceeded`` otherwise). ``expires_after`` is
+OpenAI's, as the SDK sends it::
+
+    client.files.create(file=f, purpose="batch",
+                        expires_after={"anchor": "created_at", "seconds": 3600})
+
+A team sees only its own files; any other id, or a deleted or expired file, is a 404.
 """
 
 from __future__ import annotations
@@ -21,15 +28,17 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from batch.jsonl import check_input
-from batch.records import Owner
+from batch.records import Owner, file_object
 from core.errors import InvalidRequest, PayloadTooLarge
 from gateway.batch_runner import batch_service
 from gateway.deps import State, TeamCaller
 
 router = APIRouter()
-# Room for the multipart boundaries and the purpose field around the file.
+# Room for the multipart boundaries and the form fields around the file.
 FORM_OVERHEAD = 64 * 1024
 READ_CHUNK = 1024 * 1024
+# OpenAI's bounds on expires_after[seconds] (and on a batch's output_expires_after).
+MIN_EXPIRY_S, MAX_EXPIRY_S = 3600, 2_592_000
 
 
 def owner_of(caller: Any) -> Owner:
@@ -49,11 +58,31 @@ async def _capped(stream: AsyncIterator[bytes], limit: int) -> AsyncGenerator[by
         yield chunk
 
 
-async def read_upload(request: Request, max_bytes: int) -> tuple[UploadFile, str]:
-    """The uploaded file and its purpose, never reading more than the cap allows."""
-    limit = max_bytes + FORM_OVERHEAD
+def expires_after_s(anchor: Any, seconds: Any) -> int | None:
+    """``expires_after[anchor]`` and ``expires_after[seconds]`` as seconds (None: not given)."""
+    if anchor is None and seconds is None:
+        return None
+    if anchor != "created_at":
+        raise InvalidRequest("expires_after[anchor] must be 'created_at'.",
+                             param="expires_after[anchor]")
+    text = seconds if isinstance(seconds, str) else ""
+    if not text.isdigit() or not MIN_EXPIRY_S <= int(text) <= MAX_EXPIRY_S:
+        raise InvalidRequest(f"expires_after[seconds] must be an integer from {MIN_EXPIRY_S} to "
+                             f"{MAX_EXPIRY_S}, got {seconds!r}.", param="expires_after[seconds]")
+    return int(text)
+
+
+def declared_length(request: Request) -> int | None:
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    return int(declared) if declared.isdigit() else None
+
+
+async def read_upload(request: Request, max_bytes: int) -> tuple[UploadFile, str, int | None]:
+    """The uploaded file, its purpose and its expires_after, never reading more than the
+    cap allows."""
+    limit = max_bytes + FORM_OVERHEAD
+    declared = declared_length(request)
+    if declared is not None and declared > limit:
         raise PayloadTooLarge(f"The file is larger than the {max_bytes} byte limit.")
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise InvalidRequest("Upload the file as multipart/form-data.", param="file")
@@ -70,16 +99,23 @@ async def read_upload(request: Request, max_bytes: int) -> tuple[UploadFile, str
         raise InvalidRequest("Only purpose 'batch' is supported.", param="purpose")
     if (upload.size or 0) > max_bytes:
         raise PayloadTooLarge(f"The file is larger than the {max_bytes} byte limit.")
-    return upload, purpose
+    lifetime = expires_after_s(form.get("expires_after[anchor]"),
+                               form.get("expires_after[seconds]"))
+    return upload, purpose, lifetime
 
 
 @router.post("/v1/files")
 async def create_file(request: Request, gw: State, caller: TeamCaller) -> Response:
-    service = batch_service(gw)
+    service, owner = batch_service(gw), owner_of(caller)
     settings = gw.config.batch
-    upload, purpose = await read_upload(request, settings.max_file_bytes)
+    declared = declared_length(request)
+    if declared is not None and declared <= settings.max_file_bytes + FORM_OVERHEAD:
+        # A file that surely cannot fit is refused before its body is read.
+        await service.files.check_room(owner, max(0, declared - FORM_OVERHEAD))
+    upload, purpose, lifetime = await read_upload(request, settings.max_file_bytes)
     try:
-        report = await asyncio.to_thread(check_input, upload.file, max_lines=settings.max_lines)
+        report = await asyncio.to_thread(check_input, upload.file, max_lines=settings.max_lines,
+                                         max_line_bytes=gw.config.max_body_bytes)
         if report.lines > settings.max_lines:
             raise InvalidRequest(f"The file has more than {settings.max_lines} requests.",
                                  param="file", code="too_many_requests")
@@ -89,11 +125,12 @@ async def create_file(request: Request, gw: State, caller: TeamCaller) -> Respon
             raise InvalidRequest(f"{report.error_count} invalid line(s) in the file: "
                                  + "; ".join(report.errors), param="file", code="invalid_file")
         upload.file.seek(0)
-        fields = await service.files.create(owner_of(caller), upload.filename or "upload.jsonl",
-                                            purpose, upload.file, lines=report.lines)
+        fields = await service.files.create(owner, upload.filename or "upload.jsonl", purpose,
+                                            upload.file, lines=report.lines,
+                                            expires_after_s=lifetime)
     finally:
         await upload.close()
-    return json_response(await service.files.get(owner_of(caller), fields["id"]))
+    return json_response(file_object(fields))
 
 
 @router.get("/v1/files")

@@ -14,7 +14,7 @@ import redis.asyncio
 from batch import BatchKeys, BatchStore, BatchWorker, DirectoryBlobStore, FileStore, WorkQueue
 from batch.records import Owner
 from batch.submit import submit_batch
-from batch.worker import RunLine
+from batch.worker import LineAnswer, RunLine
 from core.batch_config import BatchSettings
 
 OWNER = Owner("team-a", "sha256:" + "a" * 64)
@@ -25,16 +25,15 @@ def chat_line(custom_id: str, content: str = "hi") -> bytes:
                          "body": {"model": "m", "messages": [{"role": "user", "content": content}]}})
 
 
-async def echo_line(owner: Owner, body: dict[str, Any], line_id: str
-                    ) -> tuple[int, dict[str, Any]]:
+async def echo_line(owner: Owner, body: dict[str, Any], line_id: str) -> LineAnswer:
     """A deterministic stand-in upstream: 400 for content 'bad', else an echo."""
     content = body["messages"][0]["content"]
     if content == "bad":
-        return 400, {"error": {"message": "bad", "type": "invalid_request_error",
-                               "param": None, "code": "bad"}}
-    return 200, {"id": line_id, "object": "chat.completion", "choices": [
+        return LineAnswer(400, {"error": {"message": "bad", "type": "invalid_request_error",
+                                          "param": None, "code": "bad"}})
+    return LineAnswer(200, {"id": line_id, "object": "chat.completion", "choices": [
         {"index": 0, "message": {"role": "assistant", "content": content}}],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}}
+        "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}})
 
 
 @dataclass
@@ -49,7 +48,9 @@ class System:
 
     def __post_init__(self) -> None:
         keys = BatchKeys(self.settings.key_prefix)
-        self.files = FileStore(self.redis, keys, DirectoryBlobStore(self.root))
+        self.files = FileStore(self.redis, keys, DirectoryBlobStore(self.root),
+                               quota_bytes=self.settings.team_storage_bytes,
+                               default_expiry_s=self.settings.file_expiry_s)
         self.batches = BatchStore(self.redis, keys)
         self.queue = WorkQueue(self.redis, keys)
 

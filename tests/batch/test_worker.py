@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from batch.records import Owner
+from batch.worker import LineAnswer
 from tests.batch.system import OWNER, chat_line, echo_line, make_system
 
 
@@ -43,13 +44,13 @@ def test_a_dead_workers_lines_are_taken_over(prefix: str, tmp_path: Path) -> Non
     """A worker that stops mid-line (no ack, no record) loses nothing, duplicates nothing."""
     calls: Counter[str] = Counter()
 
-    async def hang(owner: Owner, body: dict[str, Any], line_id: str) -> tuple[int, dict[str, Any]]:
+    async def hang(owner: Owner, body: dict[str, Any], line_id: str) -> LineAnswer:
         calls[line_id] += 1
         await asyncio.sleep(3600)
         raise AssertionError("unreachable")
 
     async def counted(owner: Owner, body: dict[str, Any], line_id: str
-                      ) -> tuple[int, dict[str, Any]]:
+                      ) -> LineAnswer:
         calls[line_id] += 1
         return await echo_line(owner, body, line_id)
 
@@ -75,7 +76,7 @@ def test_a_dead_workers_lines_are_taken_over(prefix: str, tmp_path: Path) -> Non
 
 
 def test_cancel_stops_new_lines_and_keeps_what_completed(prefix: str, tmp_path: Path) -> None:
-    async def slow(owner: Owner, body: dict[str, Any], line_id: str) -> tuple[int, dict[str, Any]]:
+    async def slow(owner: Owner, body: dict[str, Any], line_id: str) -> LineAnswer:
         await asyncio.sleep(0.05)
         return await echo_line(owner, body, line_id)
 
@@ -102,7 +103,7 @@ def test_cancel_stops_new_lines_and_keeps_what_completed(prefix: str, tmp_path: 
 
 
 def test_expiry_writes_unrun_lines_as_batch_expired(prefix: str, tmp_path: Path) -> None:
-    async def slow(owner: Owner, body: dict[str, Any], line_id: str) -> tuple[int, dict[str, Any]]:
+    async def slow(owner: Owner, body: dict[str, Any], line_id: str) -> LineAnswer:
         await asyncio.sleep(0.05)
         return await echo_line(owner, body, line_id)
 
@@ -152,13 +153,13 @@ def test_transient_refusals_are_retried_but_quota_is_final(prefix: str, tmp_path
     seen: Counter[str] = Counter()
 
     async def flaky(owner: Owner, body: dict[str, Any], line_id: str
-                    ) -> tuple[int, dict[str, Any]]:
+                    ) -> LineAnswer:
         seen[line_id] += 1
         content = body["messages"][0]["content"]
         if content == "quota":
-            return 429, {"error": {"code": "insufficient_quota", "message": "no"}}
+            return LineAnswer(429, {"error": {"code": "insufficient_quota", "message": "no"}})
         if seen[line_id] <= 2:
-            return 503, {"error": {"code": "service_unavailable", "message": "later"}}
+            return LineAnswer(503, {"error": {"code": "service_unavailable", "message": "later"}})
         return await echo_line(owner, body, line_id)
 
     async def main() -> None:
