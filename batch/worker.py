@@ -4,7 +4,7 @@
     task = asyncio.create_task(worker.run())     # until cancelled
     await worker.aclose()
 
-``run_line(owner, body, line_id) -> LineAnswer(status, body, headers)`` is
+``run_line(owner, url, body, line_id) -> LineAnswer(status, body, headers)`` is
 injected: the gateway passes its request pipeline, tests may pass anything,
 and this package never imports the gateway. At most ``concurrency`` lines run
 per replica; entries are read only when a slot is free, so a busy replica
@@ -49,7 +49,7 @@ class LineAnswer(NamedTuple):
     headers: Mapping[str, str] = MappingProxyType({})
 
 
-RunLine = Callable[[Owner, dict[str, Any], str], Awaitable[LineAnswer]]
+RunLine = Callable[[Owner, str, dict[str, Any], str], Awaitable[LineAnswer]]
 INTERNAL = LineAnswer(500, {"error": {
     "message": "The gateway hit an internal error running this request.",
     "type": "server_error", "param": None, "code": "internal_error"}})
@@ -195,7 +195,8 @@ class BatchWorker:
         if gate != "go":
             return True
         try:
-            answer = await self._call(owner, request["body"], item.batch_id, custom_id)
+            answer = await self._call(owner, request["url"], request["body"], item.batch_id,
+                                      custom_id)
         except BaseException:
             await asyncio.shield(self.store.abandon_line(item.batch_id))
             raise
@@ -221,14 +222,14 @@ class BatchWorker:
                 return gate
             await asyncio.sleep(0.1)
 
-    async def _call(self, owner: Owner, body: dict[str, Any], batch_id: str, custom_id: str
-                    ) -> LineAnswer | None:
+    async def _call(self, owner: Owner, url: str, body: dict[str, Any], batch_id: str,
+                    custom_id: str) -> LineAnswer | None:
         """The line's answer: a 503 is retried ``line_retries`` times, a rate limit waited
         out; None when the batch stopped (cancel, expiry) while the line waited."""
         delay, retries = self.settings.retry_backoff_s, 0
         while True:
             try:
-                answer = await self.run_line(owner, body, line_id(batch_id, custom_id))
+                answer = await self.run_line(owner, url, body, line_id(batch_id, custom_id))
             except Exception:
                 log.exception("batch %s: line %r raised", batch_id, custom_id)
                 return INTERNAL

@@ -3,8 +3,9 @@
     app = create_app(load_config("config/routegate.yaml"))
     uvicorn.run(app, port=8080)
 
-``POST /v1/chat/completions`` is served in plain ASGI (``gateway.asgi``);
-every other route is FastAPI. State is created in the lifespan
+``POST`` to each protocol's endpoint (``/v1/chat/completions`` and the
+other doors, ``gateway/routes/doors.py``) is served in plain ASGI
+(``gateway.asgi``); every other route is FastAPI. State is created in the lifespan
 (``AppState.start``) and lives on ``app.state.gw``; nothing happens at import
 time.
 """
@@ -29,7 +30,7 @@ from core.errors import GatewayError, InvalidRequest, MethodNotAllowed, NotFound
 from gateway.asgi import RouteGate
 from gateway.ids import response_request_id
 from gateway.reload import reload_teams, watch_config
-from gateway.routes import admin, batches, chat, files, meta, ui, usage
+from gateway.routes import admin, batches, doors, files, meta, ui, usage
 from gateway.state import AppState
 
 log = logging.getLogger("routegate.app")
@@ -99,7 +100,7 @@ def create_app(config: GatewayConfig, config_path: str | None = None) -> RouteGa
 
     for module in (meta, usage, admin, files, batches, ui):
         app.include_router(module.router)
-    return RouteGate(app, {chat.PATH: chat.chat_completions})
+    return RouteGate(app, doors.ROUTES)
 
 
 def create_app_from_env() -> RouteGate:

@@ -4,7 +4,7 @@
     gw.batch.files.get(owner, file_id)         # the routes
     await service.aclose()                     # in AppState.aclose
 
-Each batch line runs through ``gateway.pipeline.serve.run_chat_line``: the same
+Each batch line runs through ``gateway.pipeline.serve.run_line``: the same
 parse, classify, route, reserve, call-with-fallback and settle as a live
 request, in the batch pool at the batch price, as the key that created the
 batch. ``routegate worker`` runs the worker without the HTTP server.
@@ -68,16 +68,16 @@ class BatchService:
 
 def line_runner(gw: AppState) -> Any:
     """``run_line`` for the worker: one batch line as a request of the batch's key."""
-    from gateway.pipeline.serve import run_chat_line  # late: the pipeline sits above this module
+    from gateway.pipeline.serve import run_line as run_pipeline_line  # late: it sits above
 
-    async def run_line(owner: Owner, body: dict[str, Any], line_id: str) -> LineAnswer:
+    async def run_line(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
         caller = gw.keyring.lookup(owner.team, owner.key_hash)
         if caller is None:
             exc = AuthenticationFailed("The API key that created this batch no longer exists.")
             return LineAnswer(exc.status_code, exc.to_dict())
         # The line's stable id: a line run again after a crash settles as a duplicate.
-        status, raw, headers = await run_chat_line(gw, caller, body, pool="batch",
-                                                   request_id=line_id)
+        status, raw, headers = await run_pipeline_line(gw, caller, gw.doors[url], body,
+                                                       pool="batch", request_id=line_id)
         return LineAnswer(status, orjson.loads(raw), headers)
 
     return run_line

@@ -33,6 +33,8 @@ from gateway.money.ceiling import Tariff
 from gateway.observe.otel import NOOP, Tracer, start_tracer
 from gateway.observe.telemetry import Telemetry
 from gateway.pipeline.routing import Router
+from gateway.protocols import build_doors
+from gateway.protocols.base import Door
 from scheduling.breaker import Breaker
 from scheduling.fleet import FleetShare
 from scheduling.scheduler import PoolScheduler, build_schedulers
@@ -80,6 +82,7 @@ class AppState:
     # Admission per model (scheduling/scheduler.py), on the backends' LiveStats.
     schedulers: dict[str, PoolScheduler] = field(default_factory=dict)
     tracer: Tracer = NOOP      # OpenTelemetry spans (gateway/observe/otel.py): NOOP unless otel.endpoint
+    doors: dict[str, Door] = field(default_factory=dict)   # path -> protocol adapter
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -111,6 +114,7 @@ class AppState:
         state.spawn(FleetShare(redis.client, config.budget.key_prefix, state.replica_id,
                                schedulers).run())
         state.batch = await open_batch_service(state)
+        state.doors = build_doors(state)
         # Open a few pooled connections now rather than in the first burst.
         await asyncio.gather(*(state.budget.ping() for _ in range(8)), return_exceptions=True)
         # Everything loaded so far (tokenizer tables, the classifier, config) lives as

@@ -2,7 +2,7 @@
 
     attempts = Attempts()                       # filled in by the attempt loop
     attempts.header()                           # "small:invalid_json,medium:ok"
-    check = AnswerCheck.for_request(config.escalation, chat)   # None: nothing to verify
+    check = AnswerCheck.for_request(config.escalation, req)   # None: nothing to verify
 
 Every attempt that produced output is billed, the ones whose answers were
 discarded included (``discarded``): the team pays honestly for every try.
@@ -18,7 +18,7 @@ from core.config import ModelConfig
 from core.escalation_config import EscalationConfig
 from core.types import Usage
 from gateway.pipeline.answers import HeldStream, completion_message
-from gateway.pipeline.request import ChatRequest
+from gateway.pipeline.request import ModelRequest
 from policies.validators import check_answer, is_structured
 
 
@@ -67,17 +67,17 @@ class AnswerCheck:
     added_logprobs: bool
 
     @classmethod
-    def for_request(cls, config: EscalationConfig, chat: ChatRequest) -> AnswerCheck | None:
+    def for_request(cls, config: EscalationConfig, req: ModelRequest) -> AnswerCheck | None:
         if not config.enabled:
             return None
-        structured = is_structured(chat.body)
+        structured = is_structured(req.body)
         # A plain-text stream is never held, so an answer's confidence can only
         # be judged where the whole answer is read before it is sent.
-        min_lp = config.min_logprob if (not chat.stream or structured) else None
+        min_lp = config.min_logprob if (not req.stream or structured) else None
         if not structured and min_lp is None:
             return None
-        return cls(chat.body, min_lp, chat.stream and config.stream_mode == "buffer",
-                   min_lp is not None and not chat.body.get("logprobs"))
+        return cls(req.body, min_lp, req.stream and config.stream_mode == "buffer",
+                   min_lp is not None and not req.body.get("logprobs"))
 
     def judge(self, result: Completion | HeldStream) -> str | None:
         """Why this answer cannot be given to the client, or None."""

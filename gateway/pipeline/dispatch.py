@@ -1,7 +1,7 @@
 """Calling upstream: one attempt loop for fallbacks and escalations alike.
 
     attempts = Attempts()
-    result = await call_with_fallback(gw, chat, decision, features, request_id, attempts, check)
+    result = await call_with_fallback(gw, req, decision, features, request_id, attempts, check)
     attempts.model          # the model whose answer this is (or that failed last)
 
 The loop walks the decision's ladder (``gateway/pipeline/ladder.py``: the chosen
@@ -39,7 +39,7 @@ from gateway.observe.otel import NO_SPAN, Span
 from gateway.pipeline.answers import HeldStream
 from gateway.pipeline.attempts import AnswerCheck, Attempt, Attempts
 from gateway.pipeline.features import RequestFeatures
-from gateway.pipeline.request import ChatRequest
+from gateway.pipeline.request import ModelRequest
 from policies import Decision
 
 if TYPE_CHECKING:
@@ -50,16 +50,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger("routegate.dispatch")
 
 
-def upstream_payload(chat: ChatRequest, model: ModelConfig, check: AnswerCheck | None
+def upstream_payload(req: ModelRequest, model: ModelConfig, check: AnswerCheck | None
                      ) -> dict[str, Any]:
     """The client's body, untouched but for the model id, (on streams) usage,
     and logprobs when the answer's confidence is checked."""
-    payload = dict(chat.body)
+    payload = dict(req.body)
     payload["model"] = model.wire_model
-    if chat.stream:
+    if req.stream:
         # Always ask for usage, so every stream is billed exactly; the relay
         # drops the usage chunk again when the client did not ask for it.
-        payload["stream_options"] = {**(chat.body.get("stream_options") or {}),
+        payload["stream_options"] = {**(req.body.get("stream_options") or {}),
                                      "include_usage": True}
     if check is not None and check.added_logprobs:
         payload["logprobs"] = True
@@ -67,7 +67,7 @@ def upstream_payload(chat: ChatRequest, model: ModelConfig, check: AnswerCheck |
 
 
 async def call_with_fallback(
-    gw: AppState, chat: ChatRequest, decision: Decision, features: RequestFeatures,
+    gw: AppState, req: ModelRequest, decision: Decision, features: RequestFeatures,
     request_id: str, attempts: Attempts, check: AnswerCheck | None = None, span: Span = NO_SPAN,
 ) -> Completion | ChunkStream:
     chain = (decision.model, *decision.fallbacks)
@@ -81,13 +81,13 @@ async def call_with_fallback(
                 continue
             model = attempts.model = gw.models[name]
             attempt_span = span.child("upstream.attempt", name)
-            call = UpstreamCall(request_id, upstream_payload(chat, model, check),
+            call = UpstreamCall(request_id, upstream_payload(req, model, check),
                                 features.prompt_tokens(model.tokenizer),
                                 gw.router.predicted_quality(model, features),
-                                attempt_span.upstream_headers(chat.trace, request_id),
+                                attempt_span.upstream_headers(req.trace, request_id),
                                 max_events=features.demand.stream_event_cap(model))
             try:
-                result = await _attempt(gw, chat, model, call, check, deadline, attempts, decision.pool)
+                result = await _attempt(gw, req, model, call, check, deadline, attempts, decision.pool)
             except GatewayError as exc:
                 _note_failure(trial, exc)
                 attempt_span.end(exc.code or "error", failed=True)
@@ -119,7 +119,7 @@ async def call_with_fallback(
         code="models_unavailable", headers={"retry-after": "5"})
 
 
-async def _attempt(gw: AppState, chat: ChatRequest, model: ModelConfig, call: UpstreamCall,
+async def _attempt(gw: AppState, req: ModelRequest, model: ModelConfig, call: UpstreamCall,
                    check: AnswerCheck | None, deadline: float, attempts: Attempts,
                    pool: str = "interactive") -> Completion | ChunkStream:
     # A slot on the model (scheduling/scheduler.py), held until the answer is read
@@ -135,10 +135,10 @@ async def _attempt(gw: AppState, chat: ChatRequest, model: ModelConfig, call: Up
         # then is a second timer set (one per request costs throughput).
         call.deadline = deadline
         left = deadline - time.monotonic()
-        if check is None and (not chat.stream or left >= model.timeouts.first_byte_s):
-            return await _call(gw, chat, model, call, check, scheduler, ticket)
+        if check is None and (not req.stream or left >= model.timeouts.first_byte_s):
+            return await _call(gw, req, model, call, check, scheduler, ticket)
         async with asyncio.timeout(max(0.0, left)):
-            return await _call(gw, chat, model, call, check, scheduler, ticket)
+            return await _call(gw, req, model, call, check, scheduler, ticket)
     except BaseException as exc:
         scheduler.release(ticket, failed=exc)
         if isinstance(exc, TimeoutError):
@@ -147,11 +147,11 @@ async def _attempt(gw: AppState, chat: ChatRequest, model: ModelConfig, call: Up
         raise
 
 
-async def _call(gw: AppState, chat: ChatRequest, model: ModelConfig, call: UpstreamCall,
+async def _call(gw: AppState, req: ModelRequest, model: ModelConfig, call: UpstreamCall,
                 check: AnswerCheck | None, scheduler: PoolScheduler, ticket: Ticket
                 ) -> Completion | ChunkStream:
     backend = gw.backends[model.name]
-    if not chat.stream:
+    if not req.stream:
         return scheduler.finished(ticket, await backend.complete(call))
     stream = scheduler.holding(ticket, await backend.stream(call))
     if check is None or not check.hold_streams:

@@ -1,6 +1,6 @@
 """What routing needs to know about a request: token counts and complexity.
 
-    features = await measure(chat, encodings={"o200k_base"}, classifier=None)
+    features = await measure(req, encodings={"o200k_base"}, classifier=None)
     features.prompt_tokens("o200k_base")
 
 Counting is exact (tiktoken) and done once per encoding per request. A very
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from classifiers.length import counter_for
 from gateway.money.ceiling import Demand
-from gateway.pipeline.request import ChatRequest
+from gateway.pipeline.request import ModelRequest
 
 if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel, PromptScore
@@ -49,22 +49,22 @@ def _approx_chars(messages: list[dict[str, Any]]) -> int:
     return total
 
 
-def _measure_sync(chat: ChatRequest, encodings: set[str],
+def _measure_sync(req: ModelRequest, encodings: set[str],
                   classifier: ComplexityModel | None) -> RequestFeatures:
-    counts = {enc: counter_for(enc).count_messages(chat.messages) for enc in encodings}
+    counts = {enc: counter_for(enc).count_messages(req.messages) for enc in encodings}
     score, spent = None, None
     if classifier is not None:
         started = time.perf_counter()
-        score = classifier.score_messages(chat.messages, has_tools=chat.has_tools,
-                                          has_response_format=chat.has_response_format)
+        score = classifier.score_messages(req.messages, has_tools=req.has_tools,
+                                          has_response_format=req.has_response_format)
         spent = time.perf_counter() - started
-    expected = chat.max_tokens or DEFAULT_EXPECTED_OUTPUT
-    demand = Demand(counts, len(chat.messages), chat.max_tokens, chat.choices)
+    expected = req.max_tokens or DEFAULT_EXPECTED_OUTPUT
+    demand = Demand(counts, len(req.messages), req.max_tokens, req.choices)
     return RequestFeatures(counts, expected, demand, score, classify_s=spent)
 
 
-async def measure(chat: ChatRequest, encodings: set[str],
+async def measure(req: ModelRequest, encodings: set[str],
                   classifier: ComplexityModel | None) -> RequestFeatures:
-    if _approx_chars(chat.messages) > LONG_PROMPT_CHARS:
-        return await asyncio.to_thread(_measure_sync, chat, encodings, classifier)
-    return _measure_sync(chat, encodings, classifier)
+    if _approx_chars(req.messages) > LONG_PROMPT_CHARS:
+        return await asyncio.to_thread(_measure_sync, req, encodings, classifier)
+    return _measure_sync(req, encodings, classifier)

@@ -1,4 +1,4 @@
-"""What happened to one request: the value ``serve_chat`` returns.
+"""What happened to one request: the value ``serve`` returns.
 
 It is filled in by the pipeline alone, and read by telemetry (the one
 ``request.completed`` event and the Prometheus metrics) and by the batch
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 class Outcome:
     request_id: str                      # the gateway's own id (budget idempotency)
     client_request_id: str | None = None  # the client's x-request-id, echoed and logged only
+    endpoint: str = "chat"               # the door it came through (gateway/protocols/)
     team: str | None = None
     key: str | None = None
     pool: str = "interactive"

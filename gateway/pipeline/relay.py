@@ -21,7 +21,9 @@ from collections.abc import AsyncIterator
 from backends.base import ChunkStream
 from backends.sse import SSEEvent
 from core.errors import GatewayError, UpstreamTooLong
-from gateway.money.ceiling import Ceiling, checked_usage_event
+from core.types import Usage
+from gateway.money.ceiling import Ceiling, checked_usage_event, within
+from gateway.protocols.base import StreamTranslator
 
 
 def error_event(exc: GatewayError) -> bytes:
@@ -34,16 +36,25 @@ def too_long(max_events: int) -> UpstreamTooLong:
 
 
 class StreamRelay:
+    """One upstream stream to the client: OpenAI's chunks as they are, or through
+    the door's ``translator`` into its own events (Responses, Anthropic, ...)."""
+
     def __init__(self, stream: ChunkStream, *, include_usage: bool, max_events: int,
-                 ceiling: Ceiling | None = None, ours: int = 0) -> None:
+                 ceiling: Ceiling | None = None, ours: int = 0,
+                 translator: StreamTranslator | None = None) -> None:
         self.stream = stream
         self.drop_usage = not include_usage
         self.max_events = max_events         # past this the stream is cut (too_long)
-        self.ceiling, self.ours = ceiling, ours   # to check the usage chunk the client sees
+        self.ceiling, self.ours = ceiling, ours   # to check the usage the client is shown
+        self.translator = translator
         self.chunks = 0                      # token-bearing chunks relayed
         self.error: GatewayError | None = None
 
-    async def events(self) -> AsyncIterator[bytes]:
+    def events(self) -> AsyncIterator[bytes]:
+        return self._passthrough() if self.translator is None else self._translated(
+            self.translator)
+
+    async def _passthrough(self) -> AsyncIterator[bytes]:
         out: list[bytes] = []
         drop_usage = self.drop_usage
         left = self.max_events
@@ -72,7 +83,41 @@ class StreamRelay:
             # drops or returns the connection even if cancelled itself).
             await self.stream.aclose()
 
+    async def _translated(self, translator: StreamTranslator) -> AsyncIterator[bytes]:
+        out: list[bytes] = []
+        left = self.max_events
+        reported: dict | None = None
+        try:
+            try:
+                async for event in self.stream:
+                    left -= 1
+                    if left < 0:
+                        raise too_long(self.max_events)
+                    if event.is_usage_only:
+                        reported = event.data
+                    elif not event.done:
+                        self.chunks += event.has_tokens
+                        out.extend(translator.feed(event))
+                    if out and not self.stream.buffered:
+                        yield b"".join(out)
+                        out.clear()
+                out.extend(await translator.finish(self._billed(reported)))
+            except GatewayError as exc:
+                self.error = exc
+                out.extend(translator.fail(exc))
+            if out:
+                yield b"".join(out)
+        finally:
+            await self.stream.aclose()
+
     def _usage(self, event: SSEEvent) -> bytes:
         if self.ceiling is None or event.data is None:
             return event.raw
         return checked_usage_event(event.data, event.raw, self.ceiling, self.ours, self.chunks)
+
+    def _billed(self, usage_chunk: dict | None) -> Usage:
+        """What the stream will be billed, for the door's closing events."""
+        reported = Usage.from_wire(usage_chunk.get("usage")) if usage_chunk else None
+        if self.ceiling is None:
+            return reported or Usage(self.ours, self.chunks, estimated=True)
+        return within(self.ceiling, reported, self.ours, self.chunks)[0]

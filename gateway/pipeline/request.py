@@ -1,10 +1,13 @@
-"""Reading and validating a chat request without losing any of it.
+"""The pipeline's own request: what every protocol adapter parses into.
 
-    chat = parse_chat_request(raw_body, headers)
+    req = ModelRequest(body=..., model="auto", messages=[...], operation=CHAT, ...)
 
-Only the fields routegate acts on are checked; every other parameter (tools,
-logprobs, seed, unknown extras) stays in ``chat.body`` and goes upstream
-untouched. Errors carry ``param`` like OpenAI's.
+Every door (``gateway/protocols/``) turns its wire request into one of these:
+``body`` is the OpenAI-compatible body sent upstream to ``operation``'s route
+(every upstream speaks OpenAI's protocol), ``messages`` is what is counted
+and classified. The pipeline never asks which door a request came through;
+``wire`` is the door's own state, handed back to it when the answer is
+rendered. The helpers below are the checks the OpenAI-shaped doors share.
 """
 
 from __future__ import annotations
@@ -17,25 +20,31 @@ import orjson
 
 from core.errors import InvalidRequest, MalformedJSON
 from gateway.observe.tracing import TraceContext
-from gateway.protocols.openai_fields import check_structured_fields
 
 AUTO = "auto"
 QUALITY_HEADER = "x-routegate-quality"
 MAX_CHOICES = 128          # OpenAI's own bound on ``n``
 
+# What the upstream is asked to do: its OpenAI-compatible route.
+CHAT, COMPLETION, EMBEDDING = "chat/completions", "completions", "embeddings"
+
 
 @dataclass(slots=True)
-class ChatRequest:
-    body: dict[str, Any]
+class ModelRequest:
+    body: dict[str, Any]          # the upstream body (model id rewritten per attempt)
     model: str                    # as the client named it ("auto" for routed requests)
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, Any]]   # what is counted and classified
     stream: bool
     include_usage: bool           # the client asked for the usage chunk
     max_tokens: int | None
-    choices: int                  # ``n``: answers asked for, each up to max_tokens
+    choices: int                  # answers asked for (``n``), each up to max_tokens
     quality: float | None         # per-request quality target override
     has_tools: bool
     has_response_format: bool
+    operation: str = CHAT         # the upstream route: CHAT, COMPLETION or EMBEDDING
+    templated: bool = True        # messages go through a chat template (embeddings: raw texts)
+    extra_prompt_tokens: int = 0  # prompt tokens given as token ids (counted as they are)
+    wire: Any = None              # the door's own state, for rendering its answer
     # ids sent upstream and logged (x-request-id, traceparent)
     trace: TraceContext = field(default_factory=lambda: TraceContext.from_headers({}))
 
@@ -44,7 +53,18 @@ class ChatRequest:
         return self.model == AUTO
 
 
-def _quality(value: Any, param: str) -> float:
+def load_object(raw: bytes) -> dict[str, Any]:
+    """The body as a JSON object, or OpenAI's 400 ``malformed_json``."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise MalformedJSON("We could not parse the JSON body of your request.") from None
+    if not isinstance(body, dict):
+        raise MalformedJSON("The request body must be a JSON object.")
+    return body
+
+
+def quality_of(value: Any, param: str) -> float:
     try:
         q = float(value)
     except (TypeError, ValueError):
@@ -55,7 +75,21 @@ def _quality(value: Any, param: str) -> float:
     return q
 
 
-def _positive_int(body: Mapping[str, Any], name: str, most: int | None = None) -> int | None:
+def model_and_quality(body: Mapping[str, Any], headers: Mapping[str, str]
+                      ) -> tuple[str, float | None]:
+    """The model named (``auto:0.9`` is ``auto`` with target 0.9) and the quality target."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest("'model' is a required string", param="model",
+                             code="missing_required_parameter")
+    if model.startswith(AUTO + ":"):
+        return AUTO, quality_of(model[len(AUTO) + 1 :], "model")
+    if headers.get(QUALITY_HEADER) is not None:
+        return model, quality_of(headers[QUALITY_HEADER], QUALITY_HEADER)
+    return model, None
+
+
+def positive_int(body: Mapping[str, Any], name: str, most: int | None = None) -> int | None:
     value = body.get(name)
     if value is None:
         return None
@@ -66,60 +100,8 @@ def _positive_int(body: Mapping[str, Any], name: str, most: int | None = None) -
     return value
 
 
-def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    messages = body.get("messages")
-    if messages is None:
-        raise InvalidRequest("'messages' is a required property", param="messages",
-                             code="missing_required_parameter")
-    if not isinstance(messages, list) or not messages:
-        raise InvalidRequest("'messages' must be a non-empty array", param="messages")
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise InvalidRequest(f"messages[{i}] must be an object with a string 'role'",
-                                 param=f"messages[{i}]")
-        content = message.get("content")
-        if content is not None and not isinstance(content, str | list):
-            raise InvalidRequest(f"messages[{i}].content must be a string or an array of parts",
-                                 param=f"messages[{i}].content")
-    return messages
-
-
-def _typed(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], what: str) -> Any:
+def typed(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], what: str) -> Any:
     value = body.get(name)
     if value is not None and not isinstance(value, kind):
         raise InvalidRequest(f"'{name}' must be {what}", param=name)
     return value
-
-
-def parse_chat_request(raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise MalformedJSON("We could not parse the JSON body of your request.") from None
-    if not isinstance(body, dict):
-        raise MalformedJSON("The request body must be a JSON object.")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise InvalidRequest("'model' is a required string", param="model",
-                             code="missing_required_parameter")
-    messages = _messages(body)
-    stream = _typed(body, "stream", bool, "a boolean") or False
-    options = _typed(body, "stream_options", dict, "an object") or {}
-    tools = _typed(body, "tools", list, "an array")
-    response_format = _typed(body, "response_format", dict, "an object")
-    max_tokens = _positive_int(body, "max_completion_tokens") or _positive_int(body, "max_tokens")
-    choices = _positive_int(body, "n", MAX_CHOICES) or 1
-    check_structured_fields(body)
-    quality = None
-    if model.startswith(AUTO + ":"):
-        quality = _quality(model[len(AUTO) + 1 :], "model")
-        model = AUTO
-    elif headers.get(QUALITY_HEADER) is not None:
-        quality = _quality(headers[QUALITY_HEADER], QUALITY_HEADER)
-    return ChatRequest(
-        body=body, model=model, messages=messages, stream=stream,
-        include_usage=bool(options.get("include_usage")), max_tokens=max_tokens,
-        choices=choices, quality=quality, has_tools=bool(tools),
-        has_response_format=bool(response_format) and response_format.get("type") != "text",
-        trace=TraceContext.from_headers(headers),
-    )

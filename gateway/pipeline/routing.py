@@ -1,6 +1,6 @@
 """Turning a request into a Decision: which models may serve it, then the policy.
 
-    decision = router.choose(chat, caller, features)
+    decision = router.choose(req, caller, features)
 
 Hard constraints are applied here, once, for every policy: the model exists,
 the team may use it and the pool, prompt plus output fits its context
@@ -20,7 +20,7 @@ from gateway.auth import Caller
 from gateway.money.pricing import cost_usd, pool_rate
 from gateway.pipeline.features import DEFAULT_EXPECTED_OUTPUT, RequestFeatures
 from gateway.pipeline.ladder import climb
-from gateway.pipeline.request import ChatRequest
+from gateway.pipeline.request import ModelRequest
 from policies import Candidate, Decision, Policy, RouteContext, get_policy
 from policies.slo import AT_RISK, SLO
 from scheduling.breaker import Breaker
@@ -70,14 +70,14 @@ class Router:
         self._models = {m.name: m for m in config.models}   # a dict: looked up per request
         self.slo = SLO.from_config(config)
 
-    def needs_score(self, chat: ChatRequest) -> bool:
+    def needs_score(self, req: ModelRequest) -> bool:
         """Classify only when it changes something: a routed request, or a
         simulated model whose correctness draw uses the prediction."""
         if self.classifier is None:
             return False
-        if chat.routed:
+        if req.routed:
             return True
-        model = self._models.get(chat.model)
+        model = self._models.get(req.model)
         return model is not None and model.backend == "simulated"
 
     def predicted_quality(self, model: ModelConfig, features: RequestFeatures) -> float:
@@ -96,22 +96,22 @@ class Router:
         return Candidate(model, stats, self.predicted_quality(model, features),
                          cost_usd(model, prompt, out, rate), ttft, tpot, ttft + tpot * out)
 
-    def _fits(self, model: ModelConfig, chat: ChatRequest, features: RequestFeatures) -> bool:
-        out = chat.max_tokens or 1
-        if chat.max_tokens and chat.max_tokens > model.max_output_tokens:
+    def _fits(self, model: ModelConfig, req: ModelRequest, features: RequestFeatures) -> bool:
+        out = req.max_tokens or 1
+        if req.max_tokens and req.max_tokens > model.max_output_tokens:
             return False
         return features.prompt_tokens(model.tokenizer) + out <= model.context_window
 
-    def _explicit(self, chat: ChatRequest, caller: Caller, features: RequestFeatures,
+    def _explicit(self, req: ModelRequest, caller: Caller, features: RequestFeatures,
                   pool: str) -> Decision:
-        model = self._models.get(chat.model)
+        model = self._models.get(req.model)
         if model is None or not allowed(model, caller, pool):
-            raise ModelNotFound(chat.model)
-        if chat.max_tokens and chat.max_tokens > model.max_output_tokens:
+            raise ModelNotFound(req.model)
+        if req.max_tokens and req.max_tokens > model.max_output_tokens:
             raise InvalidRequest(
-                f"max_tokens is too large: {chat.max_tokens}. This model supports at most "
+                f"max_tokens is too large: {req.max_tokens}. This model supports at most "
                 f"{model.max_output_tokens} completion tokens.", param="max_tokens")
-        if not self._fits(model, chat, features):
+        if not self._fits(model, req, features):
             raise InvalidRequest(
                 f"This model's maximum context length is {model.context_window} tokens; the "
                 f"request needs {features.prompt_tokens(model.tokenizer)} prompt tokens plus "
@@ -121,30 +121,30 @@ class Router:
                         predicted_latency_s=c.latency_s, pool=pool,
                         slo=None if self.slo.met(pool, c) else AT_RISK)
 
-    def choose(self, chat: ChatRequest, caller: Caller, features: RequestFeatures,
+    def choose(self, req: ModelRequest, caller: Caller, features: RequestFeatures,
                pool: str = "interactive", soft_limited: bool = False) -> Decision:
-        if not chat.routed:
-            return self._explicit(chat, caller, features, pool)
+        if not req.routed:
+            return self._explicit(req, caller, features, pool)
         usable = [m for m in self.config.models if allowed(m, caller, pool)]
         if not usable:
-            raise ModelNotFound(chat.model)
+            raise ModelNotFound(req.model)
         rate = pool_rate(self.config, pool)
         fitting = [self._candidate(m, features, rate) for m in usable
-                   if self._fits(m, chat, features)]
+                   if self._fits(m, req, features)]
         if not fitting:
             largest = max(m.max_output_tokens for m in usable)
-            if chat.max_tokens and chat.max_tokens > largest:
-                raise InvalidRequest(f"max_tokens is too large: {chat.max_tokens}. No model "
+            if req.max_tokens and req.max_tokens > largest:
+                raise InvalidRequest(f"max_tokens is too large: {req.max_tokens}. No model "
                                      f"supports more than {largest}.", param="max_tokens")
             raise InvalidRequest("The prompt plus max_tokens fits no model's context window.",
                                  param="messages", code="context_length_exceeded")
-        quality = chat.quality if chat.quality is not None else caller.team.quality
+        quality = req.quality if req.quality is not None else caller.team.quality
         ctx = RouteContext(
             prompt_tokens=max(features.token_counts.values()),
             expected_output_tokens=features.expected_output_tokens, pool=pool,
             quality_target=quality, soft_limited=soft_limited,
             confidence=None if features.score is None else features.score.confidence,
-            has_tools=chat.has_tools, has_response_format=chat.has_response_format)
+            has_tools=req.has_tools, has_response_format=req.has_response_format)
         # A model whose breaker is open (or that asked us to back off) is not a
         # candidate, unless every model is out: then all are tried.
         healthy = [c for c in fitting if self._available(c.name)] or fitting

@@ -1,14 +1,17 @@
-"""One chat request, end to end, as one function that returns its ``Outcome``.
+"""One request, end to end, as one function that returns its ``Outcome``.
 
-    outcome = await serve_chat(gw, http, http.headers, read_body)            # a live request
-    status, body = await run_chat_line(gw, caller, line_body)                # a batch line
+    outcome = await serve(gw, CHAT_DOOR, http, http.headers, read_body)     # a live request
+    status, body, headers = await run_line(gw, caller, door, line_body)     # a batch line
 
     auth → parse → classify → choose → reserve → call (with fallback) → respond → settle → report
 
-The caller only does transport: ``Responder`` sends a JSON answer or a
-stream and notices a client that left. Everything else happens here, and
-the one ``finally`` settles the budget and emits the one telemetry record,
-whatever happened: success, a refusal, an upstream failure, a client gone.
+The door (``gateway/protocols/``) parses its wire request into the
+pipeline's ``ModelRequest`` and renders the answer, the stream and any
+error back in its own shape; nothing here asks which door it is. The caller
+only does transport: ``Responder`` sends a JSON answer or a stream and
+notices a client that left. Everything else happens here, and the one
+``finally`` settles the budget and emits the one telemetry record, whatever
+happened: success, a refusal, an upstream failure, a client gone.
 """
 
 from __future__ import annotations
@@ -21,23 +24,24 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import orjson
 
-from backends.base import Completion
+from backends.base import ChunkStream, Completion
+from core.config import ModelConfig
 from core.errors import GatewayError, InvalidRequest
 from gateway.auth import Caller
 from gateway.ids import client_request_id, new_request_id
-from gateway.money.ceiling import with_usage
 from gateway.money.pricing import pool_rate
 from gateway.money.reserve import ladder_ceilings, reserve_budget
 from gateway.money.settle import Bill, settle
 from gateway.observe.otel import NO_SPAN, Span
 from gateway.pipeline.attempts import AnswerCheck, Attempts
 from gateway.pipeline.dispatch import call_with_fallback
-from gateway.pipeline.features import measure
+from gateway.pipeline.features import RequestFeatures, measure
 from gateway.pipeline.ladder import LOW_CONFIDENCE
 from gateway.pipeline.outcome import Outcome
 from gateway.pipeline.pools import request_pool
 from gateway.pipeline.relay import StreamRelay
-from gateway.pipeline.request import ChatRequest, parse_chat_request
+from gateway.pipeline.request import ModelRequest
+from gateway.protocols.base import Door
 
 if TYPE_CHECKING:
     from gateway.state import AppState
@@ -64,16 +68,17 @@ class Responder(Protocol):
         ...
 
 
-async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
-                     read_body: Callable[[], Awaitable[bytes]], *, caller: Caller | None = None,
-                     pool: str | None = None, request_id: str | None = None,
-                     wait_settled: bool = False) -> Outcome:
+async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, str],
+                read_body: Callable[[], Awaitable[bytes]], *, caller: Caller | None = None,
+                pool: str | None = None, request_id: str | None = None,
+                wait_settled: bool = False) -> Outcome:
     """``request_id``: a stable id for work that may run again (a batch line
     after a crash), so its settle is idempotent; live requests get a fresh one.
     ``wait_settled``: return only once the spend is stored (Redis or the
     journal), for work that records its own result next (a batch line); a
     live request's task ends as soon as its answer is sent."""
-    o = Outcome(request_id or new_request_id(), client_request_id(headers.get("x-request-id")))
+    o = Outcome(request_id or new_request_id(), client_request_id(headers.get("x-request-id")),
+                endpoint=door.name)
     started = time.perf_counter()
     attempts, bill = Attempts(), Bill(gw.tariff)
     span = gw.tracer.start_request(headers)     # NO_SPAN unless otel.endpoint is set
@@ -81,19 +86,20 @@ async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
         caller = caller or gw.keyring.authenticate(headers.get("authorization"))
         o.team, o.key = caller.team.name, caller.key_id
         o.pool = pool or request_pool(caller, headers)
-        chat = parse_chat_request(await read_body(), headers)
-        o.stream, o.trace_id = chat.stream, span.trace_id or chat.trace.trace_id
-        o.prompt = chat.messages if gw.config.logging.prompts else None
-        await _serve(gw, out, o, caller, chat, attempts, bill, span, stable=request_id is not None)
+        req = await door.parse(await read_body(), headers, caller)
+        o.stream, o.trace_id = req.stream, span.trace_id or req.trace.trace_id
+        o.prompt = req.messages if gw.config.logging.prompts else None
+        await _serve(gw, door, out, o, caller, req, attempts, bill, span,
+                     stable=request_id is not None)
     except ClientGone:
         o.status, o.error_code = 499, "client_closed_request"
     except GatewayError as exc:
-        await _fail(out, o, exc)
+        await _fail(door, out, o, exc)
     except (RecursionError, orjson.JSONEncodeError):
-        await _fail(out, o, TOO_DEEP)
+        await _fail(door, out, o, TOO_DEEP)
     except Exception:
         logger.exception("request %s failed inside the gateway", o.request_id)
-        await _fail(out, o, INTERNAL)
+        await _fail(door, out, o, INTERNAL)
     finally:
         o.attempts, o.escalations = attempts.count, attempts.escalations or None
         if o.model is None and attempts.model is not None:
@@ -110,13 +116,13 @@ async def serve_chat(gw: AppState, out: Responder, headers: Mapping[str, str],
     return o
 
 
-async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat: ChatRequest,
-                 attempts: Attempts, bill: Bill, span: Span = NO_SPAN, stable: bool = False
-                 ) -> None:
+async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: Caller,
+                 req: ModelRequest, attempts: Attempts, bill: Bill, span: Span = NO_SPAN,
+                 stable: bool = False) -> None:
     stage = span.child("classify")
-    features = await measure(chat, gw.router.encodings,
-                             gw.classifier if gw.router.needs_score(chat) else None)
-    decision = gw.router.choose(chat, caller, features, pool=o.pool,
+    features = await measure(req, gw.router.encodings,
+                             gw.classifier if gw.router.needs_score(req) else None)
+    decision = gw.router.choose(req, caller, features, pool=o.pool,
                                 soft_limited=gw.soft_limited(caller))
     stage.end()
     o.reason, o.predicted_quality = decision.reason, decision.predicted_quality
@@ -125,7 +131,7 @@ async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat:
     bill.rate = pool_rate(gw.config, o.pool)
     bill.demand = features.demand
     bill.ceilings = ladder_ceilings(gw, decision, features.demand, bill.rate)
-    check = AnswerCheck.for_request(gw.config.escalation, chat)
+    check = AnswerCheck.for_request(gw.config.escalation, req)
     stage = span.child("reserve")
     bill.reservation = await reserve_budget(gw, caller, o.request_id, decision.model,
                                             bill.ceilings, every_attempt_bills=check is not None,
@@ -135,7 +141,7 @@ async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat:
         o.budget = "soft-limit"
     if decision.reason == LOW_CONFIDENCE:
         attempts.escalations.append(LOW_CONFIDENCE)
-    result = await out.until_gone(call_with_fallback(gw, chat, decision, features, o.request_id,
+    result = await out.until_gone(call_with_fallback(gw, req, decision, features, o.request_id,
                                                      attempts, check, span))
     model = attempts.model
     assert model is not None
@@ -148,14 +154,19 @@ async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat:
         bill.reported, bill.answer = result.usage, result.data
         o.ttft_s = result.ttft_s
         billed = bill.served_answer(model)
-        if billed.anomaly is not None:
-            # The client sees what it is billed, never the upstream's refused figures.
-            result.body = with_usage(result.data, billed.usage)
-        await out.send_json(200, result.body, headers)
+        body = await door.render(req, result, billed.usage, billed.anomaly is not None)
+        await out.send_json(200, body, headers)
         return
-    relay = StreamRelay(result, include_usage=chat.include_usage,
+    await _relay(door, out, o, req, result, bill, features, model, headers)
+
+
+async def _relay(door: Door, out: Responder, o: Outcome, req: ModelRequest,
+                 result: ChunkStream, bill: Bill, features: RequestFeatures, model: ModelConfig,
+                 headers: dict[str, str]) -> None:
+    relay = StreamRelay(result, include_usage=req.include_usage,
                         max_events=features.demand.stream_event_cap(model),
-                        ceiling=bill.ceiling(model), ours=features.demand.ours(model))
+                        ceiling=bill.ceiling(model), ours=features.demand.ours(model),
+                        translator=door.translator(req))
     try:
         sent_all = await out.send_stream(relay.events(), headers)
     finally:
@@ -170,9 +181,10 @@ async def _serve(gw: AppState, out: Responder, o: Outcome, caller: Caller, chat:
         o.status, o.error_code = relay.error.status_code, relay.error.code
 
 
-async def _fail(out: Responder, o: Outcome, exc: GatewayError) -> None:
+async def _fail(door: Door, out: Responder, o: Outcome, exc: GatewayError) -> None:
     o.status, o.error_code = exc.status_code, exc.code
-    await out.send_json(exc.status_code, exc.to_json(), {**o.response_headers(), **exc.headers})
+    status, body = door.error(exc)
+    await out.send_json(status, body, {**o.response_headers(), **exc.headers})
 
 
 class CollectedAnswer:
@@ -194,14 +206,15 @@ class CollectedAnswer:
         return await work
 
 
-async def run_chat_line(gw: AppState, caller: Caller, body: dict, *, pool: str = "batch",
-                        request_id: str | None = None) -> tuple[int, bytes, dict[str, str]]:
-    """One non-streamed chat request through the same pipeline as a live one.
+async def run_line(gw: AppState, caller: Caller, door: Door, body: dict, *,
+                   pool: str = "batch", request_id: str | None = None
+                   ) -> tuple[int, bytes, dict[str, str]]:
+    """One non-streamed request through the same pipeline as a live one.
 
-    Returns (HTTP status, JSON body, response headers): the chat.completion, or
-    OpenAI's error object. Never raises for a request's own failure. A line
-    that runs again with the same ``request_id`` (its first run's result was
-    lost) is not billed again.
+    Returns (HTTP status, JSON body, response headers): the door's answer, or
+    its error object. Never raises for a request's own failure. A line that
+    runs again with the same ``request_id`` (its first run's result was lost)
+    is not billed again.
     """
     body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
 
@@ -209,6 +222,6 @@ async def run_chat_line(gw: AppState, caller: Caller, body: dict, *, pool: str =
         return orjson.dumps(body)
 
     answer = CollectedAnswer()
-    await serve_chat(gw, answer, {}, read_body, caller=caller, pool=pool, request_id=request_id,
-                     wait_settled=True)
+    await serve(gw, door, answer, {}, read_body, caller=caller, pool=pool,
+                request_id=request_id, wait_settled=True)
     return answer.status, answer.body, answer.headers

@@ -25,7 +25,7 @@ def chat_line(custom_id: str, content: str = "hi") -> bytes:
                          "body": {"model": "m", "messages": [{"role": "user", "content": content}]}})
 
 
-async def echo_line(owner: Owner, body: dict[str, Any], line_id: str) -> LineAnswer:
+async def echo_line(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
     """A deterministic stand-in upstream: 400 for content 'bad', else an echo."""
     content = body["messages"][0]["content"]
     if content == "bad":

@@ -24,7 +24,7 @@ def test_rate_limited_lines_are_paced_without_using_line_retries(prefix: str, tm
                                                                   ) -> None:
     calls: dict[str, list[float]] = defaultdict(list)
 
-    async def limited(owner: Owner, body: dict[str, Any], line_id: str) -> LineAnswer:
+    async def limited(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
         calls[line_id].append(time.monotonic())
         if len(calls[line_id]) <= 3:
             return refused("0.2")
@@ -48,7 +48,7 @@ def test_rate_limited_lines_are_paced_without_using_line_retries(prefix: str, tm
 
 def test_a_cancel_ends_the_wait_and_lists_the_lines_as_cancelled(prefix: str, tmp_path: Path
                                                                   ) -> None:
-    async def always_limited(owner: Owner, body: dict[str, Any], line_id: str) -> LineAnswer:
+    async def always_limited(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
         return refused("30")
 
     async def main() -> None:
@@ -73,7 +73,7 @@ def test_a_cancel_ends_the_wait_and_lists_the_lines_as_cancelled(prefix: str, tm
 
 
 def test_the_completion_window_ends_the_wait(prefix: str, tmp_path: Path) -> None:
-    async def always_limited(owner: Owner, body: dict[str, Any], line_id: str) -> LineAnswer:
+    async def always_limited(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
         return refused("30")
 
     async def main() -> None:

@@ -44,12 +44,12 @@ def test_a_dead_workers_lines_are_taken_over(prefix: str, tmp_path: Path) -> Non
     """A worker that stops mid-line (no ack, no record) loses nothing, duplicates nothing."""
     calls: Counter[str] = Counter()
 
-    async def hang(owner: Owner, body: dict[str, Any], line_id: str) -> LineAnswer:
+    async def hang(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
         calls[line_id] += 1
         await asyncio.sleep(3600)
         raise AssertionError("unreachable")
 
-    async def counted(owner: Owner, body: dict[str, Any], line_id: str
+    async def counted(owner: Owner, url: str, body: dict[str, Any], line_id: str
                       ) -> LineAnswer:
         calls[line_id] += 1
         return await echo_line(owner, body, line_id)
@@ -76,7 +76,7 @@ def test_a_dead_workers_lines_are_taken_over(prefix: str, tmp_path: Path) -> Non
 
 
 def test_cancel_stops_new_lines_and_keeps_what_completed(prefix: str, tmp_path: Path) -> None:
-    async def slow(owner: Owner, body: dict[str, Any], line_id: str) -> LineAnswer:
+    async def slow(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
         await asyncio.sleep(0.05)
         return await echo_line(owner, body, line_id)
 
@@ -103,7 +103,7 @@ def test_cancel_stops_new_lines_and_keeps_what_completed(prefix: str, tmp_path: 
 
 
 def test_expiry_writes_unrun_lines_as_batch_expired(prefix: str, tmp_path: Path) -> None:
-    async def slow(owner: Owner, body: dict[str, Any], line_id: str) -> LineAnswer:
+    async def slow(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
         await asyncio.sleep(0.05)
         return await echo_line(owner, body, line_id)
 
@@ -152,7 +152,7 @@ def test_another_team_sees_nothing(prefix: str, tmp_path: Path) -> None:
 def test_transient_refusals_are_retried_but_quota_is_final(prefix: str, tmp_path: Path) -> None:
     seen: Counter[str] = Counter()
 
-    async def flaky(owner: Owner, body: dict[str, Any], line_id: str
+    async def flaky(owner: Owner, url: str, body: dict[str, Any], line_id: str
                     ) -> LineAnswer:
         seen[line_id] += 1
         content = body["messages"][0]["content"]

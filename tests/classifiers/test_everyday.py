@@ -15,8 +15,8 @@ from classifiers.complexity import ComplexityModel
 from core.config import load_config
 from gateway.auth import Caller
 from gateway.pipeline.features import measure
-from gateway.pipeline.request import parse_chat_request
 from gateway.pipeline.routing import Router
+from gateway.protocols.openai_chat import parse_chat
 from gateway.state import build_backends
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ def route():
 
     def choose(prompt: str) -> str:
         body = json.dumps({"model": "auto", "messages": [{"role": "user", "content": prompt}]})
-        chat = parse_chat_request(body.encode(), {})
+        chat = parse_chat(body.encode(), {})
         features = asyncio.run(measure(chat, router.encodings, classifier))
         return router.choose(chat, caller, features).model
 

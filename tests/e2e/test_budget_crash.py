@@ -18,6 +18,7 @@ import pytest
 
 from budget.pricing import cost_nanousd
 from classifiers.length import counter_for
+from gateway.money.prompt_meter import PromptMeter
 from tests.e2e.traffic import (
     HELLO,
     client_session,
@@ -69,8 +70,10 @@ def test_reservations_of_a_killed_replica_expire_unbilled() -> None:
         config["budget"]["reservation_ttl_s"] = TTL_S
         config["teams"][0]["budget"] = {"daily_hard_usd": 5.0}
         table = prices(config)
-        slow_worst = cost_nanousd(counter_for("o200k_base").count_messages(HELLO),
-                                  SLOW_MAX_TOKENS, *table["slowpoke"])
+        # The reservation is the request's ceiling: the prompt at the doomed replica's
+        # cold bound (it has seen one answer), its max_tokens of output.
+        prompt = PromptMeter().bound(counter_for("o200k_base").count_messages(HELLO), len(HELLO))
+        slow_worst = cost_nanousd(prompt, SLOW_MAX_TOKENS, *table["slowpoke"])
         client = stack.enter_context(redis_books(config))
         doomed = stack.enter_context(run_gateway(config))
         survivor = stack.enter_context(run_gateway(config))

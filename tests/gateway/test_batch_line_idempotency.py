@@ -1,7 +1,7 @@
 """Issue 20, item 12: a batch line that runs again under its line id is billed once.
 
 The gateway's own state, started in this process on the shared Redis, and
-``run_chat_line`` (what the batch worker calls) run twice with one line id,
+``run_line`` (what the batch worker calls) run twice with one line id,
 as after a worker crash: the second run is answered, and not billed again.
 """
 
@@ -15,7 +15,8 @@ import orjson
 
 from budget.pricing import cost_nanousd
 from core.config import parse_config
-from gateway.pipeline.serve import run_chat_line
+from gateway.pipeline.serve import run_line
+from gateway.protocols.openai_chat import CHAT_DOOR
 from gateway.state import AppState
 from tests.support import TEST_KEY, hashed
 
@@ -44,8 +45,8 @@ def test_a_line_run_twice_with_one_id_is_billed_once(tmp_path: Path) -> None:
             caller = gw.keyring.team("test")
             assert caller is not None
             line = f"batch_{uuid.uuid4().hex}-line-1"
-            answers = [await run_chat_line(gw, caller, body, request_id=line) for _ in range(2)]
-            assert [status for status, _ in answers] == [200, 200]
+            answers = [await run_line(gw, caller, CHAT_DOOR, body, request_id=line) for _ in range(2)]
+            assert [status for status, _, _ in answers] == [200, 200]
             first = orjson.loads(answers[0][1])["usage"]
             report = await gw.budget.usage("test", None)
             assert [row["requests"] for row in report["ledger"]] == [1]
@@ -53,7 +54,7 @@ def test_a_line_run_twice_with_one_id_is_billed_once(tmp_path: Path) -> None:
                 first["prompt_tokens"], first["completion_tokens"], 0.5, 1.0)   # batch: half price
             assert report["reserved_usd"] == 0
             # A new line id is a new request, billed on its own.
-            await run_chat_line(gw, caller, body, request_id=line + "0")
+            await run_line(gw, caller, CHAT_DOOR, body, request_id=line + "0")
             again = await gw.budget.usage("test", None)
             assert [row["requests"] for row in again["ledger"]] == [2]
         finally:

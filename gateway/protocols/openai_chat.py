@@ -1,0 +1,98 @@
+"""``POST /v1/chat/completions``: OpenAI chat, the pipeline's own shape.
+
+    req = parse_chat(raw_body, headers)       # -> ModelRequest (operation CHAT)
+    CHAT_DOOR.parse / render / error          # the Door the route serves
+
+Only the fields routegate acts on are checked; every other parameter (tools,
+logprobs, seed, unknown extras) stays in ``req.body`` and goes upstream
+untouched, and the upstream's answer and stream go back byte for byte
+(unless its usage had to be corrected). Errors carry ``param`` like OpenAI's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from core.errors import GatewayError, InvalidRequest
+from core.types import Usage
+from gateway.money.ceiling import with_usage
+from gateway.observe.tracing import TraceContext
+from gateway.pipeline.request import (
+    MAX_CHOICES,
+    ModelRequest,
+    load_object,
+    model_and_quality,
+    positive_int,
+    typed,
+)
+from gateway.protocols.base import StreamTranslator
+from gateway.protocols.openai_fields import check_structured_fields
+
+if TYPE_CHECKING:
+    from backends.base import Completion
+    from gateway.auth import Caller
+
+
+def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    messages = body.get("messages")
+    if messages is None:
+        raise InvalidRequest("'messages' is a required property", param="messages",
+                             code="missing_required_parameter")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("'messages' must be a non-empty array", param="messages")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise InvalidRequest(f"messages[{i}] must be an object with a string 'role'",
+                                 param=f"messages[{i}]")
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise InvalidRequest(f"messages[{i}].content must be a string or an array of parts",
+                                 param=f"messages[{i}].content")
+    return messages
+
+
+def chat_request(body: dict[str, Any], headers: Mapping[str, str]) -> ModelRequest:
+    """A chat body (the client's, or one a door built) checked into the pipeline's request."""
+    model, quality = model_and_quality(body, headers)
+    messages = _messages(body)
+    stream = typed(body, "stream", bool, "a boolean") or False
+    options = typed(body, "stream_options", dict, "an object") or {}
+    tools = typed(body, "tools", list, "an array")
+    response_format = typed(body, "response_format", dict, "an object")
+    max_tokens = positive_int(body, "max_completion_tokens") or positive_int(body, "max_tokens")
+    choices = positive_int(body, "n", MAX_CHOICES) or 1
+    check_structured_fields(body)
+    return ModelRequest(
+        body=body, model=model, messages=messages, stream=stream,
+        include_usage=bool(options.get("include_usage")), max_tokens=max_tokens,
+        choices=choices, quality=quality, has_tools=bool(tools),
+        has_response_format=bool(response_format) and response_format.get("type") != "text",
+        trace=TraceContext.from_headers(headers),
+    )
+
+
+def parse_chat(raw: bytes, headers: Mapping[str, str]) -> ModelRequest:
+    return chat_request(load_object(raw), headers)
+
+
+class ChatDoor:
+    name = "chat"
+
+    async def parse(self, raw: bytes, headers: Mapping[str, str], caller: Caller
+                    ) -> ModelRequest:
+        return parse_chat(raw, headers)
+
+    async def render(self, req: ModelRequest, completion: Completion, usage: Usage,
+                     corrected: bool) -> bytes:
+        # The client sees what it is billed, never an upstream's refused figures.
+        return with_usage(completion.data, usage) if corrected else completion.body
+
+    def translator(self, req: ModelRequest) -> StreamTranslator | None:
+        return None
+
+    def error(self, exc: GatewayError) -> tuple[int, bytes]:
+        return exc.status_code, exc.to_json()
+
+
+CHAT_DOOR = ChatDoor()
