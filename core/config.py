@@ -265,7 +265,8 @@ class GatewayConfig(Strict):
     breaker: BreakerConfig = BreakerConfig()
     budget: BudgetSettings = BudgetSettings()
     batch: BatchSettings = BatchSettings()
-    admin_key_env: str = "ROUTEGATE_ADMIN_KEY"
+    # The name of the variable that holds the admin key (never the key itself).
+    admin_key_env: str = Field(default="ROUTEGATE_ADMIN_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     redis_url: str | None = None
     data_dir: str = ".routegate"
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)

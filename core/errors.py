@@ -8,6 +8,7 @@
     ├── NotFound                      404     invalid_request_error   not_found
     │   └── ModelNotFound             404     invalid_request_error   model_not_found
     ├── MethodNotAllowed              405     invalid_request_error   method_not_allowed
+    ├── RequestTimeout                408     invalid_request_error   request_timeout
     ├── PayloadTooLarge               413     invalid_request_error   request_too_large
     ├── RateLimited                   429     rate_limit_error        rate_limit_exceeded
     │   ├── QuotaExceeded             429     insufficient_quota      insufficient_quota
@@ -120,6 +121,14 @@ class MethodNotAllowed(GatewayError):
     status_code = 405
     error_type = "invalid_request_error"
     default_code = "method_not_allowed"
+
+
+class RequestTimeout(GatewayError):
+    """The client did not send its request body within the deadline."""
+
+    status_code = 408
+    error_type = "invalid_request_error"
+    default_code = "request_timeout"
 
 
 class PayloadTooLarge(GatewayError):

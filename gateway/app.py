@@ -5,9 +5,11 @@
 
 ``POST`` to each protocol's endpoint (``/v1/chat/completions`` and the
 other doors, ``gateway/routes/doors.py``) is served in plain ASGI
-(``gateway.asgi``); every other route is FastAPI. State is created in the lifespan
-(``AppState.start``) and lives on ``app.state.gw``; nothing happens at import
-time.
+(``gateway.asgi``); every other route is FastAPI behind the edge
+(``gateway.edge``: the key and the body's cap checked before FastAPI reads
+the body). State is created in the lifespan (``AppState.start``,
+``EdgeState.start``) and lives on ``app.state.gw`` and ``app.state.edge``;
+nothing happens at import time.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from core.config import GatewayConfig, load_config
 from core.errors import GatewayError, InvalidRequest, MethodNotAllowed, NotFound
 from gateway.asgi import RouteGate
+from gateway.auth import warn_about_admin_key
+from gateway.edge import EdgeState
 from gateway.ids import response_request_id
 from gateway.reload import reload_teams, watch_config
 from gateway.routes import admin, batches, doors, files, meta, ui, usage
+from gateway.server import raise_open_file_limit
 from gateway.state import AppState
 
 log = logging.getLogger("routegate.app")
@@ -63,6 +68,8 @@ def create_app(config: GatewayConfig, config_path: str | None = None) -> RouteGa
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         gw = app.state.gw = await AppState.start(config, config_path)
+        app.state.edge = EdgeState.start(gw)
+        warn_about_admin_key(config)
         if config_path is not None:
             gw.spawn(watch_config(gw))
             with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -107,5 +114,6 @@ def create_app_from_env() -> RouteGate:
     """Factory for ``uvicorn --factory`` and multi-worker serving."""
     logging.basicConfig(level=os.environ.get("ROUTEGATE_LOG_LEVEL", "info").upper(),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    raise_open_file_limit()   # every connection holds a descriptor; 1,024 is not many
     path = os.environ.get(CONFIG_ENV, DEFAULT_CONFIG)
     return create_app(load_config(path), config_path=path)

@@ -1,14 +1,16 @@
 """The hot path in plain ASGI: reading the request and sending the answer.
 
-    app = RouteGate(api, {"/v1/chat/completions": chat_completions})
-    # POST /v1/chat/completions -> await chat_completions(HTTPExchange(...)); the rest -> api
+    app = RouteGate(api, doors.ROUTES)   # path -> handler, e.g. "/v1/chat/completions"
+    # POST /v1/chat/completions -> await ROUTES[path](HTTPExchange(...)); the rest -> api
+    # anything else -> the edge's checks (gateway/edge.py), then api
 
 ``POST /v1/chat/completions`` carries nearly all the traffic. It skips
 FastAPI's routing, dependency resolution and exception middleware and
 Starlette's ``Request``/``Response`` objects, which cost about as much CPU per
 request as routegate's own work (loadtest/README.md). The admin, usage and
-meta routes stay ordinary FastAPI routes behind it. The lifespan goes to
-FastAPI, so ``app.state.gw`` is shared.
+meta routes stay ordinary FastAPI routes behind it, each first admitted by
+the edge: its key checked and its body bounded before FastAPI reads a byte.
+The lifespan goes to FastAPI, so ``app.state.gw`` is shared.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-from core.errors import MethodNotAllowed, PayloadTooLarge
+from core.errors import GatewayError, MethodNotAllowed
+from gateway.edge import admit, bounded_body, timed_out, too_large
 from gateway.ids import response_request_id
 from gateway.pipeline.serve import ClientGone
+from gateway.server import BODY_TIMED_OUT
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -56,23 +60,31 @@ class HTTPExchange:
         self._guarded: asyncio.Task[Any] | None = None
 
     async def read_body(self, limit: int) -> bytes:
-        """The request body, refusing anything over ``limit`` bytes before reading it all."""
+        """The request body, refusing anything over ``limit`` bytes before reading it all.
+
+        The refusals close the connection (``connection: close``), so the rest
+        of an oversized body is never read. A body the protocol cut for being
+        slow (``gateway/server.py``) is a ``RequestTimeout``, not a client gone.
+        """
         declared = self.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise PayloadTooLarge(f"Request body of {declared} bytes exceeds the limit of {limit}.")
+            raise too_large(limit, int(declared))
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await self.receive()
             if message["type"] == "http.disconnect":
-                raise ClientGone()
+                raise timed_out() if self.body_timed_out() else ClientGone()
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                raise PayloadTooLarge(f"Request body exceeds the limit of {limit} bytes.")
+                raise too_large(limit)
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def body_timed_out(self) -> bool:
+        return bool(self.scope.get(BODY_TIMED_OUT))
 
     async def send_json(self, status: int, body: bytes, headers: dict[str, str],
                         content_type: bytes = b"application/json") -> None:
@@ -179,7 +191,7 @@ async def aclose(chunks: AsyncIterator[bytes]) -> None:
 
 
 class RouteGate:
-    """The served ASGI app: hot routes in plain ASGI, the rest through FastAPI."""
+    """The served ASGI app: hot routes in plain ASGI, the rest through the edge to FastAPI."""
 
     def __init__(self, api: Any, routes: dict[str, Handler]) -> None:
         self.api = api
@@ -199,4 +211,22 @@ class RouteGate:
                         "allow": "POST",
                         "x-request-id": response_request_id(http.headers.get("x-request-id"))})
                 return
+            await self._admitted(HTTPExchange(self, scope, receive, send))
+            return
         await self.api(scope, receive, send)
+
+    async def _admitted(self, http: HTTPExchange) -> None:
+        """FastAPI's routes, once the edge let the request in (``gateway/edge.py``)."""
+        edge = self.state.edge
+        gate = edge.gates.find(http.scope["method"], http.scope["path"])
+        try:
+            await admit(gate, self.state.gw, edge, http)
+            receive = await bounded_body(gate, http)
+        except ClientGone:
+            return
+        except GatewayError as exc:
+            await http.send_json(exc.status_code, exc.to_json(), {
+                **exc.headers,
+                "x-request-id": response_request_id(http.headers.get("x-request-id"))})
+            return
+        await self.api(http.scope, receive, http.send)

@@ -1,23 +1,41 @@
 """API keys: stored only as ``sha256:<hex>``, looked up in one dict.
 
     ring = KeyRing.from_config(config)
-    caller = ring.authenticate("Bearer sk-routegate-demo")   # -> Caller or AuthenticationFailed
+    caller = ring.authenticate({"authorization": "Bearer sk-routegate-demo"})  # or AuthenticationFailed
+    caller = ring.authenticate({"x-api-key": "sk-routegate-demo"})             # Anthropic's header
+    caller = ring.authenticate({"api-key": "sk-routegate-demo"})               # Azure OpenAI's header
+
+A team key may arrive in any of the three headers, so the Anthropic and
+Azure SDKs work unchanged. The admin key is accepted only as a bearer token
+(``admin_key_matches``): no SDK sends it, and one spelling is one thing to audit.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from core.config import GatewayConfig, KeyConfig, TeamConfig
 from core.errors import AuthenticationFailed
 
+log = logging.getLogger("routegate.auth")
+# Below this many characters an admin key is guessable enough to warn about at start-up.
+ADMIN_KEY_MIN_CHARS = 16
+
 
 def hash_key(key: str) -> str:
     """The form keys take in config: ``routegate hash-key KEY`` prints it."""
     return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def closing() -> dict[str, str]:
+    """Headers for a refusal answered before the body is read: closing the
+    connection is what spares the gateway reading (and discarding) that body."""
+    return {"connection": "close"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +58,14 @@ def bearer_token(header: str | None) -> str | None:
     return token.strip()
 
 
+def presented_key(headers: Mapping[str, str]) -> str | None:
+    """The team key from ``Authorization: Bearer``, ``x-api-key`` or ``api-key``, in that order."""
+    token = bearer_token(headers.get("authorization"))
+    if token is None:
+        token = (headers.get("x-api-key") or headers.get("api-key") or "").strip() or None
+    return token
+
+
 class KeyRing:
     def __init__(self, callers: dict[str, Caller]) -> None:
         self._callers = callers
@@ -58,20 +84,46 @@ class KeyRing:
         caller = self._callers.get(key_hash)
         return caller if caller is not None and caller.team.name == team else None
 
-    def authenticate(self, authorization: str | None) -> Caller:
-        token = bearer_token(authorization)
+    def authenticate(self, headers: Mapping[str, str] | str | None) -> Caller:
+        """The caller a request's headers name. A bare string (or None) is taken
+        as the ``Authorization`` header's value, as callers passed it before."""
+        if headers is None or isinstance(headers, str):
+            headers = {"authorization": headers or ""}
+        token = presented_key(headers)
         if token is None:
             raise AuthenticationFailed(
-                "Missing API key. Send it as 'Authorization: Bearer <key>'.", code="missing_api_key")
+                "Missing API key. Send it as 'Authorization: Bearer <key>' "
+                "(or in an 'x-api-key' or 'api-key' header).", code="missing_api_key",
+                headers=closing())
         caller = self._callers.get(hash_key(token))
         if caller is None:
-            raise AuthenticationFailed("Incorrect API key provided.")
+            raise AuthenticationFailed("Incorrect API key provided.", headers=closing())
         return caller
 
 
+def admin_key(config: GatewayConfig) -> str | None:
+    """The configured admin key, or None when its variable is unset or empty."""
+    return os.environ.get(config.admin_key_env) or None
+
+
+def key_equals(presented: str, expected: str) -> bool:
+    return hmac.compare_digest(presented.encode(), expected.encode())
+
+
 def admin_key_matches(config: GatewayConfig, authorization: str | None) -> bool:
-    expected = os.environ.get(config.admin_key_env)
+    expected = admin_key(config)
     token = bearer_token(authorization)
     if not expected or token is None:
         return False
-    return hmac.compare_digest(token.encode(), expected.encode())
+    return key_equals(token, expected)
+
+
+def warn_about_admin_key(config: GatewayConfig) -> None:
+    """At start-up: say so when the admin key is missing or short enough to guess."""
+    expected = admin_key(config)
+    if expected is None:
+        log.info("%s is not set: the admin API, /ui and a protected /metrics refuse every key",
+                 config.admin_key_env)
+    elif len(expected) < ADMIN_KEY_MIN_CHARS:
+        log.warning("%s is only %d characters long: use at least %d random characters",
+                    config.admin_key_env, len(expected), ADMIN_KEY_MIN_CHARS)

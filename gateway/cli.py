@@ -19,9 +19,11 @@ from gateway.app import CONFIG_ENV, DEFAULT_CONFIG
 from gateway.auth import hash_key
 from gateway.observe.telemetry import MULTIPROC_ENV, fresh_metrics_dir
 from gateway.server import (
+    DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_HEADER_BYTES,
-    HeaderLimits,
+    DEFAULT_UPLOAD_TIMEOUT_S,
+    RequestLimits,
     uvicorn_options,
 )
 from loadtest import commands as loadtest_commands
@@ -50,6 +52,14 @@ def _load(path: str) -> GatewayConfig | None:
         return None
 
 
+def seconds(text: str) -> float:
+    """An argparse type: a positive number of seconds."""
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -62,7 +72,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ[MULTIPROC_ENV] = str(fresh_metrics_dir(config.data_dir))
     os.environ[CONFIG_ENV] = args.config
     os.environ.setdefault("ROUTEGATE_LOG_LEVEL", args.log_level)
-    limits = HeaderLimits(max_bytes=args.max_header_bytes, timeout_s=args.header_timeout)
+    limits = RequestLimits.for_routes(args.max_header_bytes, args.header_timeout,
+                                      args.body_timeout, args.upload_timeout)
     uvicorn.run("gateway.app:create_app_from_env", factory=True, host=args.host, port=args.port,
                 workers=args.workers, access_log=False, log_level="warning",
                 timeout_graceful_shutdown=10, **uvicorn_options(limits))
@@ -128,8 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--max-header-bytes", type=int, default=DEFAULT_MAX_HEADER_BYTES,
                        help="cap on request line + headers; larger heads get 431")
-    serve.add_argument("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT_S,
+    serve.add_argument("--header-timeout", type=seconds, default=DEFAULT_HEADER_TIMEOUT_S,
                        help="seconds a request head may take to arrive")
+    serve.add_argument("--body-timeout", type=seconds, default=DEFAULT_BODY_TIMEOUT_S,
+                       help="seconds a whole request (head and body) may take to arrive; "
+                       "then 408. /ui/login gets 5 s at most")
+    serve.add_argument("--upload-timeout", type=seconds, default=DEFAULT_UPLOAD_TIMEOUT_S,
+                       help="the same for POST /v1/files uploads (up to batch.max_file_bytes)")
     serve.set_defaults(func=cmd_serve)
 
     check = sub.add_parser("check-config", help="validate a config file")

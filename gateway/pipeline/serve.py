@@ -83,7 +83,7 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
     attempts, bill = Attempts(), Bill(gw.tariff)
     span = gw.tracer.start_request(headers)     # NO_SPAN unless otel.endpoint is set
     try:
-        caller = caller or gw.keyring.authenticate(headers.get("authorization"))
+        caller = caller or gw.keyring.authenticate(headers)
         o.team, o.key = caller.team.name, caller.key_id
         o.pool = pool or request_pool(caller, headers)
         req = await door.parse(await read_body(), headers, caller)

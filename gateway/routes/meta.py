@@ -1,14 +1,17 @@
-"""Models list, liveness, readiness and metrics."""
+"""Models list, liveness, readiness and metrics.
+
+``/readyz`` answers from a probe at most two seconds old (``gateway/readiness.py``),
+so a flood of it never multiplies into upstream traffic; the breakers' states
+are read live.
+"""
 
 from __future__ import annotations
-
-import asyncio
 
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from gateway.deps import require_admin
+from gateway.deps import Edge, TeamCaller, require_admin
 from gateway.ids import response_request_id
 from gateway.state import AppState
 
@@ -22,9 +25,8 @@ def _json(data: object, status: int = 200, request: Request | None = None) -> Re
 
 
 @router.get("/v1/models")
-async def list_models(request: Request) -> Response:
+async def list_models(request: Request, _: TeamCaller) -> Response:
     gw: AppState = request.app.state.gw
-    gw.keyring.authenticate(request.headers.get("authorization"))
     aliases = [{"id": "auto", "object": "model", "created": 0, "owned_by": "routegate",
                 "policy": gw.config.routing.auto_policy}]
     models = [{"id": m.name, "object": "model", "created": 0, "owned_by": "routegate",
@@ -39,11 +41,9 @@ async def healthz() -> Response:
 
 
 @router.get("/readyz")
-async def readyz(request: Request) -> Response:
+async def readyz(request: Request, edge: Edge) -> Response:
     gw: AppState = request.app.state.gw
-    names = list(gw.backends)
-    results = await asyncio.gather(gw.redis_ready(), *(gw.backends[n].ready() for n in names))
-    redis_ok, upstreams = results[0], dict(zip(names, results[1:], strict=True))
+    redis_ok, upstreams = await edge.readiness.get()
     ok = redis_ok and any(upstreams.values())
     body = {"status": "ok" if ok else "unavailable", "redis": redis_ok, "upstreams": upstreams,
             "breakers": {name: b.state for name, b in gw.breakers.items()}}

@@ -1,52 +1,44 @@
 """``/ui``: the operator page, and the one JSON document it reads.
 
     GET  /ui                  the page (static HTML + script; no data in it)
-    POST /ui/login            form field ``key``: the admin key; sets the session cookie
-    POST /ui/logout           clears it
+    POST /ui/login            form field ``key``: the admin key; opens a session, sets its cookie
+    POST /ui/logout           ends the session (server-side) and clears the cookie
     GET  /admin/overview      JSON (gateway/observe/overview.py): the admin key as a bearer
-                              token, or the page's session cookie
+                              token, or the page's session cookie (checked at the edge)
 
-The key travels only in a POST body, never in a URL, and the server logs no
-request bodies. The cookie holds not the key itself but an HMAC of it
-(``session_token``): HttpOnly (no script reads it), SameSite=Strict (no other
-site's page sends it), Secure over HTTPS. It opens only this page's JSON; the
-admin API still wants the key itself. Changing the admin key ends every session.
+The key travels only in a POST body (at most 4 KiB, within 5 s: the edge and
+the protocol see to it), never in a URL, and the server logs no request
+bodies. The cookie holds a random session id (``gateway/sessions.py``), not
+the key or anything derived from it: HttpOnly (no script reads it),
+SameSite=Strict (no other site's page sends it), Secure over HTTPS. It opens
+only this page's JSON; the admin API still wants the key itself. A session
+ends after 12 hours, at sign-out, or when the admin key changes.
+
+Wrong keys count against the client's address (``gateway/guard.py``): past
+ten a minute the form comes back with ``#throttled`` (a script that does not
+ask for HTML gets 429 ``rate_limit_exceeded``), ``retry-after`` either way.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import os
 from importlib import resources
 
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from core.errors import AuthenticationFailed
-from gateway.auth import admin_key_matches
-from gateway.deps import State
+from core.errors import AuthenticationFailed, RateLimited
+from gateway.deps import Admin, Edge, State
+from gateway.edge import SESSION_COOKIE, client_address
 from gateway.observe.overview import build_overview
-from gateway.state import AppState
+from gateway.sessions import SESSION_S
 
 router = APIRouter()
-COOKIE = "routegate_ui"
-SESSION_S = 12 * 3600
-
-
-def session_token(admin_key: str) -> str:
-    return hmac.new(admin_key.encode(), b"routegate-ui-session", hashlib.sha256).hexdigest()
+COOKIE = SESSION_COOKIE
 
 
 def _static(name: str) -> bytes:
     return resources.files("gateway").joinpath("static", name).read_bytes()
-
-
-def _has_session(gw: AppState, request: Request) -> bool:
-    expected = os.environ.get(gw.config.admin_key_env)
-    cookie = request.cookies.get(COOKIE)
-    return bool(expected and cookie and hmac.compare_digest(cookie, session_token(expected)))
 
 
 @router.get("/ui")
@@ -63,37 +55,40 @@ async def ui_script() -> Response:
                     headers={"cache-control": "no-store"})
 
 
-def _back_to_page(error: bool = False) -> Response:
-    return Response(status_code=303, headers={"location": "/ui#denied" if error else "/ui",
-                                              "cache-control": "no-store"})
+def _back_to_page(note: str = "", headers: dict[str, str] | None = None) -> Response:
+    return Response(status_code=303, headers={"location": "/ui" + (f"#{note}" if note else ""),
+                                              "cache-control": "no-store", **(headers or {})})
 
 
 @router.post("/ui/login")
-async def ui_login(request: Request, gw: State) -> Response:
-    form = await request.form()
+async def ui_login(request: Request, edge: Edge) -> Response:
+    form = await request.form()       # at most 4 KiB: the edge's cap for this route
     key = form.get("key")
-    expected = os.environ.get(gw.config.admin_key_env)
-    if not isinstance(key, str) or not expected or not admin_key_matches(
-            gw.config, f"Bearer {key}"):
-        return _back_to_page(error=True)
+    try:
+        await edge.guard.check(client_address(request.scope), key if isinstance(key, str) else None)
+    except RateLimited as exc:
+        if "text/html" not in request.headers.get("accept", ""):
+            raise
+        return _back_to_page("throttled", {"retry-after": exc.headers["retry-after"]})
+    except AuthenticationFailed:
+        return _back_to_page("denied")
+    assert isinstance(key, str)
     response = _back_to_page()
-    response.set_cookie(COOKIE, session_token(expected), max_age=SESSION_S, path="/",
+    response.set_cookie(COOKIE, await edge.sessions.create(key), max_age=SESSION_S, path="/",
                         httponly=True, samesite="strict", secure=request.url.scheme == "https")
     return response
 
 
 @router.post("/ui/logout")
-async def ui_logout() -> Response:
+async def ui_logout(request: Request, edge: Edge) -> Response:
+    await edge.sessions.end(request.cookies.get(COOKIE))
     response = _back_to_page()
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response
 
 
 @router.get("/admin/overview")
-async def admin_overview(request: Request, gw: State) -> Response:
-    if not (_has_session(gw, request)
-            or admin_key_matches(gw.config, request.headers.get("authorization"))):
-        raise AuthenticationFailed("This endpoint needs the admin key.", code="invalid_admin_key")
+async def admin_overview(gw: State, _: Admin) -> Response:
     live = await gw.telemetry.live.sample(gw)
     body = build_overview(gw.telemetry.families(), live)
     return Response(orjson.dumps(body), media_type="application/json",

@@ -86,6 +86,7 @@ async function refresh() {
       document.getElementById("app").hidden = true;
       document.getElementById("login").hidden = false;
       document.getElementById("denied").hidden = location.hash !== "#denied";
+      document.getElementById("throttled").hidden = location.hash !== "#throttled";
       return;
     }
     if (resp.ok) {

@@ -1,5 +1,6 @@
-"""``/ui`` in headless Chromium against a real gateway under a small load: the login,
-the session cookie, and every number on the page against ``/admin/overview``.
+"""``/ui`` in headless Chromium against a real gateway under a small load: the login
+(and its throttle), the session cookie, every number on the page against
+``/admin/overview``, and signing out.
 
 Needs the Debian packages ``chromium`` and ``chromium-driver`` (``.ci/run``
 installs them). The screenshot is left in ``$TEST_ARTIFACTS`` (default
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 
 from tests.support import OTHER_KEY, REPO, TEST_KEY, base_config, run_gateway, run_simulator
 
@@ -135,22 +137,38 @@ def _next_refresh(driver, after: float) -> None:
         d.find_element(By.ID, "updated").get_attribute("data-generated") or 0) > after)
 
 
+def _sign_in_denied_then_throttled(driver, url: str, failures_key: str) -> None:
+    """A wrong key shows #denied; ten more wrong keys from this address show #throttled."""
+    key = WebDriverWait(driver, 10).until(
+        lambda d: d.find_element(By.NAME, "key") if d.find_element(
+            By.ID, "login").is_displayed() else None)
+    assert key.get_attribute("type") == "password"
+    key.send_keys("sk-not-the-admin-key")
+    key.submit()
+    WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "denied").is_displayed())
+    assert "sk-" not in driver.current_url
+    for n in range(10):
+        httpx.post(url + "/ui/login", data={"key": f"sk-guess-{n}"})
+    key = driver.find_element(By.NAME, "key")
+    key.send_keys(ADMIN_KEY)      # even the right key waits out the window
+    key.submit()
+    WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "throttled").is_displayed())
+    assert not driver.find_element(By.ID, "denied").is_displayed()
+    store = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    store.delete(failures_key)    # the window over
+    store.close()
+
+
 def test_operator_page(browser) -> None:
     driver = browser
     with run_simulator() as sim:
-        with run_gateway(ui_config(sim), env={"ROUTEGATE_ADMIN_KEY": ADMIN_KEY}) as gw:
+        config = ui_config(sim)
+        failures_key = f"{config['budget']['key_prefix']}:admin-failures:127.0.0.1"
+        with run_gateway(config, env={"ROUTEGATE_ADMIN_KEY": ADMIN_KEY}) as gw:
             stop = threading.Event()
             with load(gw.url, stop) as done:
                 driver.get(gw.url + "/ui")
-                key = WebDriverWait(driver, 10).until(
-                    lambda d: d.find_element(By.NAME, "key") if d.find_element(
-                        By.ID, "login").is_displayed() else None)
-                assert key.get_attribute("type") == "password"
-                key.send_keys("sk-not-the-admin-key")
-                key.submit()
-                WebDriverWait(driver, 10).until(
-                    lambda d: d.find_element(By.ID, "denied").is_displayed())
-                assert "sk-" not in driver.current_url
+                _sign_in_denied_then_throttled(driver, gw.url, failures_key)
                 key = driver.find_element(By.NAME, "key")
                 key.send_keys(ADMIN_KEY)
                 key.submit()
@@ -180,3 +198,10 @@ def test_operator_page(browser) -> None:
             driver.save_screenshot(str(ARTIFACTS / "ui.png"))
             # Without the cookie the JSON is closed.
             assert httpx.get(gw.url + "/admin/overview").status_code == 401
+            # Signing out ends the session itself: the old cookie opens nothing.
+            with_cookie = {"routegate_ui": cookie["value"]}
+            assert httpx.get(gw.url + "/admin/overview", cookies=with_cookie).status_code == 200
+            driver.find_element(By.CSS_SELECTOR, "form[action='/ui/logout'] button").click()
+            WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "login").is_displayed())
+            assert driver.get_cookie("routegate_ui") is None
+            assert httpx.get(gw.url + "/admin/overview", cookies=with_cookie).status_code == 401
