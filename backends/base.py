@@ -36,6 +36,7 @@ class UpstreamCall:
     headers: bytes = b""           # extra header lines, e.g. x-request-id and traceparent
     deadline: float | None = None  # time.monotonic() by which the request must be done
     max_events: int = 1 << 30      # a stream longer than this is cut by the gateway (not here)
+    route: str = "chat/completions"   # the OpenAI route: or "completions", "embeddings"
 
     def bound_s(self, total_s: float) -> float:
         """How long a non-streamed call may take: ``total_s``, or less when the

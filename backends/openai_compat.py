@@ -223,7 +223,7 @@ class OpenAICompatBackend:
         # the caller's trace headers (gateway/observe/tracing.py) carry their own x-request-id.
         headers = self._headers + (call.headers or b"x-request-id: %s\r\n"
                                    % call.request_id.encode("latin-1", "replace"))
-        return await self._transport.request(origin, b"POST", origin.path + "/chat/completions",
+        return await self._transport.request(origin, b"POST", origin.path + "/" + call.route,
                                              headers, orjson.dumps(call.payload), self._timeouts)
 
     def convert(self, exc: BaseException, *, generating: bool = False,
@@ -234,7 +234,16 @@ class OpenAICompatBackend:
             self.stats.observe_failure()
         return err
 
-    def rejected(self, resp: Response, body: bytes) -> GatewayError:
+    def rejected(self, resp: Response, body: bytes, route: str = "chat/completions"
+                 ) -> GatewayError:
+        if resp.status in (404, 405, 501):
+            # Not an answer about the request: this upstream has no such endpoint
+            # (a chat server asked for embeddings), or not this upstream model.
+            detail = scrub_secrets(error_message(body)[:4096], self._known_secrets)[:MAX_MESSAGE]
+            return UpstreamRejected(
+                f"model {self.name}'s upstream answered HTTP {resp.status} to /v1/{route}: it "
+                f"does not serve this endpoint or model" + (f" ({detail})" if detail else ""),
+                status_code=400, code="upstream_unsupported")
         err = upstream_error(self.model, resp.status, resp.headers, body, self._known_secrets,
                              self.max_rest_s)
         if not isinstance(err, UpstreamRejected):   # the client's own bad request is no failure
@@ -244,7 +253,7 @@ class OpenAICompatBackend:
     async def complete(self, call: UpstreamCall) -> Completion:
         started = time.perf_counter()
         self.stats.in_flight += 1
-        replica = self.affinity.pick(call.payload.get("messages"))
+        replica = self.affinity.pick(call.payload.get("messages") or call.payload.get("prompt"))
         resp: Response | None = None
         deadline = asyncio.timeout(call.bound_s(self._total_s))
         try:
@@ -262,7 +271,7 @@ class OpenAICompatBackend:
             self.stats.in_flight -= 1
             self.affinity.release(replica)
         if resp.status >= 400:
-            raise self.rejected(resp, body)
+            raise self.rejected(resp, body, call.route)
         return self._completion(body, time.perf_counter() - started)
 
     def _completion(self, body: bytes, elapsed: float) -> Completion:
@@ -271,7 +280,7 @@ class OpenAICompatBackend:
         except orjson.JSONDecodeError:
             self.stats.observe_failure()
             raise UpstreamError(f"model {self.name} returned invalid JSON") from None
-        if not isinstance(data, dict) or "choices" not in data:
+        if not isinstance(data, dict) or ("choices" not in data and "data" not in data):
             self.stats.observe_failure()
             raise UpstreamError(f"model {self.name} returned no choices")
         usage = Usage.from_wire(data.get("usage"))
@@ -303,7 +312,7 @@ class OpenAICompatBackend:
         (so the gateway can still fall back before it sends the client anything)."""
         meter = StreamMeter(self.stats)
         self.stats.in_flight += 1
-        replica = self.affinity.pick(call.payload.get("messages"))
+        replica = self.affinity.pick(call.payload.get("messages") or call.payload.get("prompt"))
         resp: Response | None = None
         try:
             async with asyncio.timeout(self._first_byte_s):
@@ -324,7 +333,7 @@ class OpenAICompatBackend:
             raise err from None
         self.stats.in_flight -= 1
         self.affinity.release(replica)
-        raise self.rejected(resp, body)
+        raise self.rejected(resp, body, call.route)
 
     async def ready(self) -> bool:
         """Any replica answers /models (cheap, no tokens spent)."""

@@ -21,29 +21,11 @@ import orjson
 
 from backends.base import Completion, LiveStats, UpstreamCall, Usage
 from backends.sim_engine import SimEngine, SimFailure
+from backends.sim_shapes import CHAT, TEXT, chunk, embeddings, text_answer, usage
 from backends.sse import DONE, SSEEvent
 from backends.stream import MeteredStream, StreamMeter
 from core.config import ModelConfig, SimulateConfig
 from core.errors import GatewayError, UpstreamError, UpstreamTimeout
-
-
-def _envelope(cid: str, created: int, model: str, choice: dict[str, Any] | None,
-              with_usage: bool) -> dict[str, Any]:
-    chunk: dict[str, Any] = {
-        "id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-        "system_fingerprint": "routegate-sim",
-        "choices": [] if choice is None else [{
-            "index": choice.get("index", 0), "delta": choice["delta"],
-            "logprobs": choice.get("logprobs"), "finish_reason": choice.get("finish_reason")}],
-    }
-    if with_usage:
-        chunk["usage"] = None
-    return chunk
-
-
-def _usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
 
 
 def assemble_message(choices: list[dict[str, Any]]) -> tuple[dict[str, Any], str, Any]:
@@ -84,7 +66,12 @@ class SimulatedBackend:
         """Choice deltas; with ``n`` > 1, each answer in turn, tagged with its ``index``
         (as vLLM and OpenAI answer ``n``: usage counts every answer's tokens)."""
         n = call.payload.get("n")
-        if not isinstance(n, int) or isinstance(n, bool) or n <= 1:
+        n = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+        prompt = call.payload.get("prompt")
+        if call.route == "completions" and isinstance(prompt, list) and prompt and not isinstance(
+                prompt[0], int):
+            n *= len(prompt)      # n answers for each prompt of a list, as OpenAI answers
+        if n <= 1:
             return self.engine.generate(call.payload, prompt_tokens=call.prompt_tokens,
                                         p_correct=call.p_correct)
         return self._several(call, n)
@@ -107,6 +94,8 @@ class SimulatedBackend:
         return UpstreamError(f"model {self.name} failed: connection lost")
 
     async def complete(self, call: UpstreamCall) -> Completion:
+        if call.route == "embeddings":
+            return await self._embed(call)
         started = time.perf_counter()
         self.stats.in_flight += 1
         first_at = 0.0
@@ -130,12 +119,13 @@ class SimulatedBackend:
                         "finish_reason": finish})
         # Each answer's first delta is its role: the rest are tokens.
         n_out = sum(1 for c in choices if c["delta"] and "role" not in c["delta"])
-        data = {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion",
-            "created": int(time.time()), "model": call.payload.get("model", self.name),
-            "system_fingerprint": "routegate-sim", "choices": out,
-            "usage": _usage(call.prompt_tokens, n_out),
-        }
+        model, created = call.payload.get("model", self.name), int(time.time())
+        if call.route == "completions":
+            data = text_answer(model, created, answers, call.prompt_tokens, n_out)
+        else:
+            data = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion",
+                    "created": created, "model": model, "system_fingerprint": "routegate-sim",
+                    "choices": out, "usage": usage(call.prompt_tokens, n_out)}
         elapsed = time.perf_counter() - started
         ttft = first_at - started
         self.stats.requests += 1
@@ -143,6 +133,24 @@ class SimulatedBackend:
         if n_out > 1:
             self.stats.observe_tpot(max(0.0, elapsed - ttft) / n_out)
         return Completion(orjson.dumps(data), data, Usage(call.prompt_tokens, n_out), elapsed, ttft)
+
+    async def _embed(self, call: UpstreamCall) -> Completion:
+        """Vectors after the prompt's prefill time: an embedding model only reads."""
+        started = time.perf_counter()
+        self.stats.in_flight += 1
+        try:
+            async with asyncio.timeout(call.bound_s(self._total_s)):
+                await asyncio.sleep(call.prompt_tokens / self.engine.config.prefill_tokens_per_s)
+        except TimeoutError as exc:
+            raise self._convert(exc, generating=True) from None
+        finally:
+            self.stats.in_flight -= 1
+        data = embeddings(call.payload, prompt_tokens=call.prompt_tokens,
+                          dimensions=self.engine.config.embedding_dimensions)
+        elapsed = time.perf_counter() - started
+        self.stats.requests += 1
+        self.stats.observe_ttft(elapsed)
+        return Completion(orjson.dumps(data), data, Usage(call.prompt_tokens, 0), elapsed, elapsed)
 
     async def stream(self, call: UpstreamCall) -> SimChunkStream:
         stream = SimChunkStream(self, call)
@@ -172,7 +180,8 @@ class SimChunkStream(MeteredStream):
         self._meter = StreamMeter(backend.stats)
         opts = call.payload.get("stream_options") or {}
         self._with_usage = bool(opts.get("include_usage"))
-        self._cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        self._kind = TEXT if call.route == "completions" else CHAT
+        self._cid = f"{'cmpl' if self._kind == TEXT else 'chatcmpl'}-{uuid.uuid4().hex[:24]}"
         self._created = int(time.time())
         self._model = call.payload.get("model", backend.name)
         self._first: dict[str, Any] | None = None
@@ -185,8 +194,8 @@ class SimChunkStream(MeteredStream):
         self._first = await self._gen.__anext__()
 
     def _event(self, choice: dict[str, Any] | None) -> SSEEvent:
-        event = SSEEvent.from_data(_envelope(self._cid, self._created, self._model, choice,
-                                             self._with_usage))
+        event = SSEEvent.from_data(chunk(self._kind, self._cid, self._created, self._model,
+                                         choice, self._with_usage))
         self._meter.observe(event)
         return event
 
@@ -199,11 +208,11 @@ class SimChunkStream(MeteredStream):
                 yield self._event(choice)
         except SimFailure as exc:
             raise self._backend._convert(exc) from None
-        usage = _usage(self._call.prompt_tokens, self._n_out)
-        self._meter.usage = Usage(usage["prompt_tokens"], usage["completion_tokens"])
+        counts = usage(self._call.prompt_tokens, self._n_out)
+        self._meter.usage = Usage(counts["prompt_tokens"], counts["completion_tokens"])
         if self._with_usage:
-            final = _envelope(self._cid, self._created, self._model, None, False)
-            final["usage"] = usage
+            final = chunk(self._kind, self._cid, self._created, self._model, None, False)
+            final["usage"] = counts
             yield SSEEvent.from_data(final)
         self._meter.done = True
         yield SSEEvent(DONE, None, done=True)

@@ -55,16 +55,21 @@ class SSEEvent:
 
     @property
     def has_tokens(self) -> bool:
-        """Whether this chunk carries generated text or tool-call arguments."""
+        """Whether this chunk carries generated text or tool-call arguments (chat), or
+        text (a legacy completion)."""
         d = self.data
         choices = d.get("choices") if d else None
         if not isinstance(choices, list):
             return False
         for choice in choices:
             # An upstream's malformed chunk must not crash the relay: check the shapes.
-            delta = choice.get("delta") if isinstance(choice, dict) else None
-            if isinstance(delta, dict) and (delta.get("content") or delta.get("tool_calls")
-                                            or delta.get("reasoning_content")):
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                if delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content"):
+                    return True
+            elif choice.get("text"):          # a legacy completion's chunk
                 return True
         return False
 

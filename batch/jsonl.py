@@ -22,6 +22,8 @@ from typing import Any, BinaryIO
 import orjson
 
 CHAT_URL = "/v1/chat/completions"
+# What a batch line may ask for, as OpenAI's Batch API allows; one endpoint per file.
+BATCH_URLS = (CHAT_URL, "/v1/responses", "/v1/embeddings", "/v1/completions")
 MAX_REPORTED_ERRORS = 5
 COPY_CHUNK = 1024 * 1024
 
@@ -39,6 +41,7 @@ class InputReport:
     lines: int = 0
     errors: list[str] = field(default_factory=list)
     error_count: int = 0
+    url: str | None = None        # the one endpoint every line asks for
 
     def add(self, number: int, message: str) -> None:
         self.error_count += 1
@@ -71,8 +74,8 @@ def parse_request(raw: bytes) -> dict[str, Any]:
         raise ValueError("custom_id is longer than 512 characters")
     if obj.get("method") != "POST":
         raise ValueError("method must be \"POST\"")
-    if obj.get("url") != CHAT_URL:
-        raise ValueError(f"url must be \"{CHAT_URL}\"")
+    if obj.get("url") not in BATCH_URLS:
+        raise ValueError(f"url must be one of {', '.join(BATCH_URLS)}")
     if not isinstance(obj.get("body"), dict):
         raise ValueError("body must be a JSON object")
     return obj
@@ -98,6 +101,15 @@ def bounded_lines(f: BinaryIO, max_length: int) -> Iterator[tuple[int, int, byte
             yield number, length, raw[:length]
 
 
+def first_url(f: BinaryIO) -> str | None:
+    """The endpoint of a checked file's lines (all lines share it)."""
+    line = next(scan_lines(f), None)
+    if line is None:
+        return None
+    url = orjson.loads(line.raw).get("url")
+    return url if isinstance(url, str) else None
+
+
 def check_input(f: BinaryIO, *, max_lines: int, max_line_bytes: int) -> InputReport:
     """Check every line of an upload; stops counting past ``max_lines``.
 
@@ -119,6 +131,10 @@ def check_input(f: BinaryIO, *, max_lines: int, max_line_bytes: int) -> InputRep
         except ValueError as exc:
             report.add(number, str(exc))
             continue
+        report.url = report.url or request["url"]
+        if request["url"] != report.url:
+            report.add(number, f"url {request['url']!r} differs from the file's {report.url!r}: "
+                               "a batch serves one endpoint")
         custom_id = request["custom_id"]
         first = seen.setdefault(custom_id, number)
         if first != number:

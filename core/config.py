@@ -78,6 +78,8 @@ class SimulateConfig(Strict):
     # a weak model is less sure of itself, which escalation.min_logprob can act on.
     logprob_mean: float = Field(default=-0.5, le=0)
     seed: int | None = None
+    # An embedding model's vectors (kind: embedding), when the request names no dimensions.
+    embedding_dimensions: int = Field(default=256, ge=1, le=8192)
 
 
 class Timeouts(Strict):
@@ -105,8 +107,16 @@ class TransportConfig(Strict):
     dns_ttl_s: float = Field(default=60.0, ge=0)
 
 
+ModelName = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9._:/-]+$")]
+
+
 class ModelConfig(Strict):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._:/-]+$")
+    name: ModelName
+    # chat: /v1/chat/completions, /v1/completions and the doors translated onto chat;
+    # embedding: /v1/embeddings only, named explicitly, never classified or routed.
+    kind: Literal["chat", "embedding"] = "chat"
+    # Other names clients may use for this model (e.g. gpt-4o-mini), in every door.
+    aliases: list[ModelName] = Field(default_factory=list, max_length=64)
     backend: Literal["simulated", "openai_compat"] = "simulated"
     base_url: str | list[str] | None = None
     upstream_model: str | None = None
@@ -149,8 +159,9 @@ class ModelConfig(Strict):
             raise ValueError("openai_compat models need base_url")
         if self.backend == "simulated" and self.base_url:
             raise ValueError("simulated models run in-process; use openai_compat for a URL")
-        if self.name in ("auto",) or self.name.startswith("auto:"):
-            raise ValueError("'auto' is reserved for routing")
+        for name in (self.name, *self.aliases):
+            if name == "auto" or name.startswith("auto:"):
+                raise ValueError("'auto' is reserved for routing")
         return self
 
     @property
@@ -277,9 +288,10 @@ class GatewayConfig(Strict):
     @model_validator(mode="after")
     def _cross_references(self) -> GatewayConfig:
         names = [m.name for m in self.models]
-        dupes = {n for n in names if names.count(n) > 1}
+        every = names + [a for m in self.models for a in m.aliases]
+        dupes = {n for n in every if every.count(n) > 1}
         if dupes:
-            raise ValueError(f"duplicate model names: {sorted(dupes)}")
+            raise ValueError(f"model names and aliases used twice: {sorted(dupes)}")
         known = set(names)
         for team in self.teams:
             for model in team.allowed_models or []:
@@ -305,7 +317,8 @@ class GatewayConfig(Strict):
         return self
 
     def model(self, name: str) -> ModelConfig | None:
-        return next((m for m in self.models if m.name == name), None)
+        """The model called ``name``, or one of its aliases."""
+        return next((m for m in self.models if name == m.name or name in m.aliases), None)
 
     @property
     def effective_redis_url(self) -> str | None:

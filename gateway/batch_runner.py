@@ -75,9 +75,13 @@ def line_runner(gw: AppState) -> Any:
         if caller is None:
             exc = AuthenticationFailed("The API key that created this batch no longer exists.")
             return LineAnswer(exc.status_code, exc.to_dict())
+        door = gw.doors.get(url)
+        if door is None:
+            missing = NotFound(f"This gateway does not serve {url}.")
+            return LineAnswer(missing.status_code, missing.to_dict())
         # The line's stable id: a line run again after a crash settles as a duplicate.
-        status, raw, headers = await run_pipeline_line(gw, caller, gw.doors[url], body,
-                                                       pool="batch", request_id=line_id)
+        status, raw, headers = await run_pipeline_line(gw, caller, door, body, pool="batch",
+                                                       request_id=line_id)
         return LineAnswer(status, orjson.loads(raw), headers)
 
     return run_line

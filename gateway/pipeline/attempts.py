@@ -18,7 +18,7 @@ from core.config import ModelConfig
 from core.escalation_config import EscalationConfig
 from core.types import Usage
 from gateway.pipeline.answers import HeldStream, completion_message
-from gateway.pipeline.request import ModelRequest
+from gateway.pipeline.request import CHAT, ModelRequest
 from policies.validators import check_answer, is_structured
 
 
@@ -68,7 +68,7 @@ class AnswerCheck:
 
     @classmethod
     def for_request(cls, config: EscalationConfig, req: ModelRequest) -> AnswerCheck | None:
-        if not config.enabled:
+        if not config.enabled or req.operation != CHAT:   # only chat answers are checked
             return None
         structured = is_structured(req.body)
         # A plain-text stream is never held, so an answer's confidence can only

@@ -85,7 +85,8 @@ async def call_with_fallback(
                                 features.prompt_tokens(model.tokenizer),
                                 gw.router.predicted_quality(model, features),
                                 attempt_span.upstream_headers(req.trace, request_id),
-                                max_events=features.demand.stream_event_cap(model))
+                                max_events=features.demand.stream_event_cap(model),
+                                route=req.operation)
             try:
                 result = await _attempt(gw, req, model, call, check, deadline, attempts, decision.pool)
             except GatewayError as exc:

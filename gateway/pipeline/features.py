@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from classifiers.length import counter_for
+from classifiers.length import TokenCounter, counter_for, message_text
 from gateway.money.ceiling import Demand
-from gateway.pipeline.request import ModelRequest
+from gateway.pipeline.request import EMBEDDING, ModelRequest
 
 if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel, PromptScore
@@ -49,9 +49,18 @@ def _approx_chars(messages: list[dict[str, Any]]) -> int:
     return total
 
 
+def _count(req: ModelRequest, counter: TokenCounter) -> int:
+    """The prompt's tokens: in the chat template, or raw texts (embeddings), plus
+    any prompt given as token ids."""
+    if req.templated:
+        return counter.count_messages(req.messages) + req.extra_prompt_tokens
+    return sum(counter.count_text(message_text(m.get("content"))) for m in req.messages
+               ) + req.extra_prompt_tokens
+
+
 def _measure_sync(req: ModelRequest, encodings: set[str],
                   classifier: ComplexityModel | None) -> RequestFeatures:
-    counts = {enc: counter_for(enc).count_messages(req.messages) for enc in encodings}
+    counts = {enc: _count(req, counter_for(enc)) for enc in encodings}
     score, spent = None, None
     if classifier is not None:
         started = time.perf_counter()
@@ -59,7 +68,8 @@ def _measure_sync(req: ModelRequest, encodings: set[str],
                                           has_response_format=req.has_response_format)
         spent = time.perf_counter() - started
     expected = req.max_tokens or DEFAULT_EXPECTED_OUTPUT
-    demand = Demand(counts, len(req.messages), req.max_tokens, req.choices)
+    demand = Demand(counts, len(req.messages), req.max_tokens, req.choices,
+                    generates=req.operation != EMBEDDING)
     return RequestFeatures(counts, expected, demand, score, classify_s=spent)
 
 

@@ -20,7 +20,7 @@ from gateway.auth import Caller
 from gateway.money.pricing import cost_usd, pool_rate
 from gateway.pipeline.features import DEFAULT_EXPECTED_OUTPUT, RequestFeatures
 from gateway.pipeline.ladder import climb
-from gateway.pipeline.request import ModelRequest
+from gateway.pipeline.request import EMBEDDING, ModelRequest
 from policies import Candidate, Decision, Policy, RouteContext, get_policy
 from policies.slo import AT_RISK, SLO
 from scheduling.breaker import Breaker
@@ -57,6 +57,11 @@ def allowed(model: ModelConfig, caller: Caller, pool: str) -> bool:
     return pool in model.pools
 
 
+def usable_models(config: GatewayConfig, caller: Caller) -> list[ModelConfig]:
+    """The models ``caller``'s team may use, in some pool it may use (``/v1/models``)."""
+    return [m for m in config.models if any(allowed(m, caller, pool) for pool in m.pools)]
+
+
 class Router:
     def __init__(self, config: GatewayConfig, backends: dict[str, Backend],
                  classifier: ComplexityModel | None = None,
@@ -67,13 +72,15 @@ class Router:
         self.breakers = breakers or {}
         self.auto_policy: Policy = get_policy(config.routing.auto_policy, config)
         self.encodings = {m.tokenizer for m in config.models}
-        self._models = {m.name: m for m in config.models}   # a dict: looked up per request
+        # Names and aliases, looked up per request; auto routes among the chat models.
+        self._models = {n: m for m in config.models for n in (m.name, *m.aliases)}
+        self._routable = [m for m in config.models if m.kind == "chat"]
         self.slo = SLO.from_config(config)
 
     def needs_score(self, req: ModelRequest) -> bool:
         """Classify only when it changes something: a routed request, or a
         simulated model whose correctness draw uses the prediction."""
-        if self.classifier is None:
+        if self.classifier is None or req.operation == EMBEDDING:
             return False
         if req.routed:
             return True
@@ -107,6 +114,11 @@ class Router:
         model = self._models.get(req.model)
         if model is None or not allowed(model, caller, pool):
             raise ModelNotFound(req.model)
+        if (model.kind == "embedding") != (req.operation == EMBEDDING):
+            what = ("an embedding model: use /v1/embeddings" if model.kind == "embedding"
+                    else "not an embedding model")
+            raise InvalidRequest(f"The model `{req.model}` is {what}.", param="model",
+                                 code="model_not_supported")
         if req.max_tokens and req.max_tokens > model.max_output_tokens:
             raise InvalidRequest(
                 f"max_tokens is too large: {req.max_tokens}. This model supports at most "
@@ -125,7 +137,10 @@ class Router:
                pool: str = "interactive", soft_limited: bool = False) -> Decision:
         if not req.routed:
             return self._explicit(req, caller, features, pool)
-        usable = [m for m in self.config.models if allowed(m, caller, pool)]
+        if req.operation == EMBEDDING:
+            raise InvalidRequest("Embeddings are not routed: name an embedding model.",
+                                 param="model", code="model_not_supported")
+        usable = [m for m in self._routable if allowed(m, caller, pool)]
         if not usable:
             raise ModelNotFound(req.model)
         rate = pool_rate(self.config, pool)

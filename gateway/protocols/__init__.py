@@ -13,14 +13,19 @@ from typing import TYPE_CHECKING
 
 from gateway.protocols.base import Door
 from gateway.protocols.openai_chat import CHAT_DOOR
+from gateway.protocols.openai_completions import COMPLETIONS_DOOR
+from gateway.protocols.openai_embeddings import EMBEDDINGS_DOOR
 
 if TYPE_CHECKING:
     from gateway.state import AppState
 
 CHAT_PATH = "/v1/chat/completions"
-DOOR_PATHS = (CHAT_PATH,)
+COMPLETIONS_PATH = "/v1/completions"
+EMBEDDINGS_PATH = "/v1/embeddings"
+DOOR_PATHS = (CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH)
 
 
 def build_doors(state: AppState) -> dict[str, Door]:
     """Every door, with what it needs from the running gateway."""
-    return {CHAT_PATH: CHAT_DOOR}
+    return {CHAT_PATH: CHAT_DOOR, COMPLETIONS_PATH: COMPLETIONS_DOOR,
+            EMBEDDINGS_PATH: EMBEDDINGS_DOOR}

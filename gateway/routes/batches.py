@@ -15,6 +15,7 @@ request asking for that pool is.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from typing import Literal
@@ -23,11 +24,11 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from batch.jsonl import CHAT_URL
+from batch.jsonl import BATCH_URLS, first_url
 from batch.submit import submit_batch
 from core.errors import InvalidRequest, NotFound, PermissionDenied
 from gateway.auth import Caller
-from gateway.batch_runner import batch_service
+from gateway.batch_runner import BatchService, batch_service
 from gateway.deps import State, TeamCaller
 from gateway.routes.files import MAX_EXPIRY_S, MIN_EXPIRY_S, json_response, owner_of
 
@@ -61,6 +62,18 @@ def check_batch_pool(caller: Caller) -> None:
                                "cannot create batches.", code="pool_not_allowed")
 
 
+async def check_endpoint(service: BatchService, file_id: str, endpoint: str) -> None:
+    """The file's lines ask for the batch's endpoint (upload made them all ask for one)."""
+    def read() -> str | None:
+        with service.files.blobs.open(file_id) as f:
+            return first_url(f)
+
+    url = await asyncio.to_thread(read)
+    if url != endpoint:
+        raise InvalidRequest(f"The input file's requests are for {url}, not {endpoint}.",
+                             param="endpoint")
+
+
 def window_seconds(window: str, longest: int) -> int:
     match = _WINDOW.match(window)
     seconds = int(match[1]) * _UNIT_S[match[2]] if match else 0
@@ -74,8 +87,9 @@ def window_seconds(window: str, longest: int) -> int:
 async def create_batch(spec: CreateBatch, gw: State, caller: TeamCaller) -> Response:
     service, owner = batch_service(gw), owner_of(caller)
     check_batch_pool(caller)
-    if spec.endpoint != CHAT_URL:
-        raise InvalidRequest(f"Only {CHAT_URL} is supported.", param="endpoint")
+    if spec.endpoint not in BATCH_URLS:
+        raise InvalidRequest(f"endpoint must be one of {', '.join(BATCH_URLS)}.",
+                             param="endpoint")
     window_s = window_seconds(spec.completion_window, gw.config.batch.max_completion_window_s)
     try:
         input_file = await service.files.fields(owner, spec.input_file_id)
@@ -84,6 +98,7 @@ async def create_batch(spec: CreateBatch, gw: State, caller: TeamCaller) -> Resp
                        param="input_file_id") from None
     if input_file["purpose"] != "batch":
         raise InvalidRequest("The input file must have purpose 'batch'.", param="input_file_id")
+    await check_endpoint(service, spec.input_file_id, spec.endpoint)
     output_expires_s = spec.output_expires_after.seconds if spec.output_expires_after else None
     batch_id = await submit_batch(service.files, service.batches, service.queue, owner,
                                   input_file, window=spec.completion_window, window_s=window_s,

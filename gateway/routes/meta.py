@@ -1,4 +1,4 @@
-"""Models list, liveness, readiness and metrics.
+"""Models (the team's own: list and retrieve), liveness, readiness and metrics.
 
 ``/readyz`` answers from a probe at most two seconds old (``gateway/readiness.py``),
 so a flood of it never multiplies into upstream traffic; the breakers' states
@@ -7,12 +7,17 @@ are read live.
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from core.errors import ModelNotFound
+from gateway.auth import Caller
 from gateway.deps import Edge, TeamCaller, require_admin
 from gateway.ids import response_request_id
+from gateway.pipeline.routing import usable_models
 from gateway.state import AppState
 
 router = APIRouter()
@@ -24,15 +29,36 @@ def _json(data: object, status: int = 200, request: Request | None = None) -> Re
                     headers={"x-request-id": rid})
 
 
+def _model_objects(gw: AppState, caller: Caller) -> list[dict[str, Any]]:
+    """OpenAI Model objects for what the team may use: ``auto``, each model, each alias."""
+    usable = usable_models(gw.config, caller)
+    out: list[dict[str, Any]] = []
+    if any(m.kind == "chat" for m in usable):
+        out.append({"id": "auto", "object": "model", "created": 0, "owned_by": "routegate",
+                    "policy": gw.config.routing.auto_policy})
+    for m in usable:
+        out.append({"id": m.name, "object": "model", "created": 0, "owned_by": "routegate",
+                    "kind": m.kind, "context_window": m.context_window,
+                    "max_output_tokens": m.max_output_tokens, "pools": m.pools,
+                    "price": m.price.model_dump(), "aliases": m.aliases})
+        out += [{"id": alias, "object": "model", "created": 0, "owned_by": "routegate",
+                 "kind": m.kind, "alias_of": m.name} for alias in m.aliases]
+    return out
+
+
 @router.get("/v1/models")
-async def list_models(request: Request, _: TeamCaller) -> Response:
+async def list_models(request: Request, caller: TeamCaller) -> Response:
     gw: AppState = request.app.state.gw
-    aliases = [{"id": "auto", "object": "model", "created": 0, "owned_by": "routegate",
-                "policy": gw.config.routing.auto_policy}]
-    models = [{"id": m.name, "object": "model", "created": 0, "owned_by": "routegate",
-               "context_window": m.context_window, "max_output_tokens": m.max_output_tokens,
-               "pools": m.pools, "price": m.price.model_dump()} for m in gw.config.models]
-    return _json({"object": "list", "data": aliases + models}, request=request)
+    return _json({"object": "list", "data": _model_objects(gw, caller)}, request=request)
+
+
+@router.get("/v1/models/{model_id:path}")
+async def retrieve_model(model_id: str, request: Request, caller: TeamCaller) -> Response:
+    gw: AppState = request.app.state.gw
+    found = next((m for m in _model_objects(gw, caller) if m["id"] == model_id), None)
+    if found is None:
+        raise ModelNotFound(model_id)
+    return _json(found, request=request)
 
 
 @router.get("/healthz")

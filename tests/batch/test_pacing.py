@@ -28,7 +28,7 @@ def test_rate_limited_lines_are_paced_without_using_line_retries(prefix: str, tm
         calls[line_id].append(time.monotonic())
         if len(calls[line_id]) <= 3:
             return refused("0.2")
-        return await echo_line(owner, body, line_id)
+        return await echo_line(owner, url, body, line_id)
 
     async def main() -> None:
         system = make_system(prefix, tmp_path, line_retries=0, concurrency=4)

@@ -52,7 +52,7 @@ def test_a_dead_workers_lines_are_taken_over(prefix: str, tmp_path: Path) -> Non
     async def counted(owner: Owner, url: str, body: dict[str, Any], line_id: str
                       ) -> LineAnswer:
         calls[line_id] += 1
-        return await echo_line(owner, body, line_id)
+        return await echo_line(owner, url, body, line_id)
 
     async def main() -> None:
         system = make_system(prefix, tmp_path, concurrency=4)
@@ -78,7 +78,7 @@ def test_a_dead_workers_lines_are_taken_over(prefix: str, tmp_path: Path) -> Non
 def test_cancel_stops_new_lines_and_keeps_what_completed(prefix: str, tmp_path: Path) -> None:
     async def slow(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
         await asyncio.sleep(0.05)
-        return await echo_line(owner, body, line_id)
+        return await echo_line(owner, url, body, line_id)
 
     async def main() -> None:
         system = make_system(prefix, tmp_path, concurrency=2)
@@ -105,7 +105,7 @@ def test_cancel_stops_new_lines_and_keeps_what_completed(prefix: str, tmp_path: 
 def test_expiry_writes_unrun_lines_as_batch_expired(prefix: str, tmp_path: Path) -> None:
     async def slow(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
         await asyncio.sleep(0.05)
-        return await echo_line(owner, body, line_id)
+        return await echo_line(owner, url, body, line_id)
 
     async def main() -> None:
         system = make_system(prefix, tmp_path, concurrency=2)
@@ -160,7 +160,7 @@ def test_transient_refusals_are_retried_but_quota_is_final(prefix: str, tmp_path
             return LineAnswer(429, {"error": {"code": "insufficient_quota", "message": "no"}})
         if seen[line_id] <= 2:
             return LineAnswer(503, {"error": {"code": "service_unavailable", "message": "later"}})
-        return await echo_line(owner, body, line_id)
+        return await echo_line(owner, url, body, line_id)
 
     async def main() -> None:
         system = make_system(prefix, tmp_path, retry_backoff_s=0.01)

@@ -120,6 +120,10 @@ def build_params(model_path: str, port: int, threads: int = 2) -> object:
     params.model_alias = {MODEL_ALIAS}      # a set: a plain string is split into characters
     params.use_jinja = True
     params.chat_template = GEMMA_TEMPLATE
+    # /v1/embeddings too (mean pooling: OpenAI's shape needs one vector per input);
+    # chat and completions are served all the same.
+    params.embedding = True
+    params.pooling_type = 1
     return params
 
 

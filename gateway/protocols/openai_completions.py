@@ -1,0 +1,96 @@
+"""``POST /v1/completions``: OpenAI's legacy text completions, routed like chat by the prompt.
+
+    req = parse_completion(raw_body, headers)    # -> ModelRequest (operation COMPLETION)
+
+The body goes upstream as it came (but for the model id and, on streams, the
+usage the gateway always asks for), to the model's ``/v1/completions``; the
+answer and its ``text_completion`` chunks come back untouched. ``prompt``
+is a string, token ids, or a list of either; every prompt is classified and
+counted, and each asks for ``n`` answers (``best_of`` are generated and
+billed), so the request's ceiling is ``prompts × best_of`` answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from core.errors import InvalidRequest
+from gateway.observe.tracing import TraceContext
+from gateway.pipeline.request import (
+    COMPLETION,
+    MAX_CHOICES,
+    ModelRequest,
+    load_object,
+    model_and_quality,
+    positive_int,
+    typed,
+)
+from gateway.protocols.openai_chat import ChatDoor
+
+if TYPE_CHECKING:
+    from gateway.auth import Caller
+
+MAX_PROMPTS = 2048
+
+
+def prompts_of(value: Any, param: str) -> tuple[list[str], int]:
+    """(the texts, the count of prompt tokens given as ids) of a prompt or input field."""
+    if isinstance(value, str):
+        return [value], 0
+    if isinstance(value, list) and value and all(_is_id(t) for t in value):
+        return [""], len(value)
+    if not isinstance(value, list) or not value:
+        raise InvalidRequest(f"'{param}' must be a string, an array of strings, or token ids",
+                             param=param, code="missing_required_parameter" if value is None
+                             else "invalid_value")
+    if len(value) > MAX_PROMPTS:
+        raise InvalidRequest(f"'{param}' holds at most {MAX_PROMPTS} items", param=param)
+    texts, ids = [], 0
+    for i, item in enumerate(value):
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, list) and item and all(_is_id(t) for t in item):
+            texts.append("")
+            ids += len(item)
+        else:
+            raise InvalidRequest(f"'{param}[{i}]' must be a string or token ids",
+                                 param=f"{param}[{i}]")
+    return texts, ids
+
+
+def _is_id(token: Any) -> bool:
+    return isinstance(token, int) and not isinstance(token, bool) and 0 <= token < 2**31
+
+
+def parse_completion(raw: bytes, headers: Mapping[str, str]) -> ModelRequest:
+    body = load_object(raw)
+    model, quality = model_and_quality(body, headers)
+    texts, ids = prompts_of(body.get("prompt"), "prompt")
+    stream = typed(body, "stream", bool, "a boolean") or False
+    options = typed(body, "stream_options", dict, "an object") or {}
+    n = positive_int(body, "n", MAX_CHOICES) or 1
+    best_of = positive_int(body, "best_of", 20) or n
+    if best_of < n:
+        raise InvalidRequest("best_of must be at least n", param="best_of")
+    if stream and best_of > n:
+        raise InvalidRequest("best_of cannot be more than n when streaming", param="best_of")
+    return ModelRequest(
+        body=body, model=model, messages=[{"role": "user", "content": t} for t in texts],
+        stream=stream, include_usage=bool(options.get("include_usage")),
+        max_tokens=positive_int(body, "max_tokens"), choices=best_of * len(texts),
+        quality=quality, has_tools=False, has_response_format=False, operation=COMPLETION,
+        templated=False, extra_prompt_tokens=ids, trace=TraceContext.from_headers(headers))
+
+
+class CompletionsDoor(ChatDoor):
+    """Everything but parsing is chat's: OpenAI's shapes, passed through."""
+
+    name = "completions"
+
+    async def parse(self, raw: bytes, headers: Mapping[str, str], caller: Caller
+                    ) -> ModelRequest:
+        return parse_completion(raw, headers)
+
+
+COMPLETIONS_DOOR = CompletionsDoor()
