@@ -5,7 +5,7 @@
     finish_reason "stop"           -> stop_reason "end_turn" (or "stop_sequence", below)
     finish_reason "length"         -> "max_tokens"
     finish_reason "tool_calls"     -> "tool_use" (so is any answer that carries tool calls)
-    finish_reason "content_filter" -> "refusal"
+    finish_reason "content_filter" -> "refusal" (so is an answer that is OpenAI's ``refusal``)
 
 The usage is what the team is billed, never the upstream's raw figures;
 prompt caching is not billed apart, so both cache counters are 0. OpenAI's
@@ -34,11 +34,13 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{getrandbits(96):024x}"
 
 
-def stop_reason(finish: Any, named_stop: Any, wire: MessagesWire, called_tools: bool
-                ) -> tuple[str, str | None]:
+def stop_reason(finish: Any, named_stop: Any, wire: MessagesWire, *, called_tools: bool = False,
+                refused: bool = False) -> tuple[str, str | None]:
     """(stop_reason, stop_sequence) from the upstream's finish_reason (and stop string)."""
     if called_tools:
         return "tool_use", None
+    if refused:
+        return "refusal", None
     if finish == "stop" and isinstance(named_stop, str) and named_stop in wire.stop_sequences:
         return "stop_sequence", named_stop
     return STOP_REASONS.get(finish, "end_turn") if isinstance(finish, str) else "end_turn", None
@@ -72,8 +74,9 @@ def _text(content: Any) -> str:
 
 
 def content_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The text (or OpenAI's ``refusal``, which is text the model said) and tool calls."""
     blocks: list[dict[str, Any]] = []
-    text = _text(message.get("content"))
+    text = _text(message.get("content")) or _text(message.get("refusal"))
     if text:
         blocks.append({"type": "text", "text": text})
     for call in message.get("tool_calls") or ():
@@ -84,15 +87,24 @@ def content_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     return blocks
 
 
+def first_choice(choices: Any) -> dict[str, Any]:
+    """Choice 0: the only one a Messages request asks for (it has no ``n``)."""
+    for choice in choices if isinstance(choices, list) else ():
+        if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            return choice
+    return {}
+
+
 def to_message(data: dict[str, Any], usage: Usage, wire: MessagesWire, message_id: str
                ) -> dict[str, Any]:
-    choices = data.get("choices") or [{}]
-    choice = choices[0] if isinstance(choices[0], dict) else {}
+    choice = first_choice(data.get("choices"))
     message = choice.get("message")
     message = message if isinstance(message, dict) else {}
     blocks = content_blocks(message)
-    reason, sequence = stop_reason(choice.get("finish_reason"), choice.get("stop_reason"), wire,
-                                   any(b["type"] == "tool_use" for b in blocks))
+    reason, sequence = stop_reason(
+        choice.get("finish_reason"), choice.get("stop_reason"), wire,
+        called_tools=any(b["type"] == "tool_use" for b in blocks),
+        refused=bool(message.get("refusal")) and not message.get("content"))
     return {"id": message_id, "type": "message", "role": "assistant",
             "model": data.get("model") or wire.model, "content": blocks,
             "stop_reason": reason, "stop_sequence": sequence, "usage": usage_block(usage)}

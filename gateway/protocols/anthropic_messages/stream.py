@@ -6,13 +6,14 @@
     stream.fail(exc)                       # -> [b"event: error\\ndata: {...}\\n\\n"]
 
 The events, in Anthropic's order: ``message_start`` (empty content, usage 0)
-and a ``ping`` with the first chunk; then per content block a
-``content_block_start``, its ``content_block_delta`` events (``text_delta``
-for text, ``input_json_delta`` with the argument pieces for a tool call) and a
-``content_block_stop``; then ``message_delta`` (stop_reason, stop_sequence
-and the billed usage) and ``message_stop``. The billed ``input_tokens`` go in
-``message_delta`` as well: only then are they known, and the SDK's
-accumulator takes them from there. A stream that breaks ends in an ``error``
+with the first chunk; then per content block a ``content_block_start`` (the
+first followed by a ``ping``, as Anthropic sends it), its
+``content_block_delta`` events (``text_delta`` for text, ``input_json_delta``
+with the argument pieces for a tool call) and a ``content_block_stop``; then
+``message_delta`` (stop_reason, stop_sequence and the billed usage) and
+``message_stop``. The billed ``input_tokens`` go in ``message_delta`` as
+well: only then are they known, and the SDK's accumulator takes them from
+there. A stream that breaks ends in an ``error``
 event, which the SDK raises. Pure: no I/O, no clock.
 """
 
@@ -27,7 +28,12 @@ from core.errors import GatewayError
 from core.types import Usage
 from gateway.protocols.anthropic_messages.errors import error_body, status_of
 from gateway.protocols.anthropic_messages.parse import MessagesWire
-from gateway.protocols.anthropic_messages.render import new_id, stop_reason, usage_block
+from gateway.protocols.anthropic_messages.render import (
+    first_choice,
+    new_id,
+    stop_reason,
+    usage_block,
+)
 
 TEXT, TOOL = "text", "tool_use"
 
@@ -49,31 +55,38 @@ class MessagesStream:
         self.tools: dict[int, int] = {}  # upstream tool_call index -> its block's index
         self.finish_reason: Any = None
         self.named_stop: Any = None
+        self.refused = False             # the text is OpenAI's ``refusal``
 
     def feed(self, event: SSEEvent) -> list[bytes]:
         data = event.data or {}
         out = [] if self.started else self._start(data.get("model"))
-        choices = data.get("choices")
-        choice = choices[0] if isinstance(choices, list) and choices else None
-        if not isinstance(choice, dict):
-            return out
+        choice = first_choice(data.get("choices"))
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            text = delta.get("content")
-            if isinstance(text, str) and text:
-                out.extend(self._text(text))
-            calls = delta.get("tool_calls")
-            for call in calls if isinstance(calls, list) else ():
-                if isinstance(call, dict):
-                    out.extend(self._tool_call(call))
+            out.extend(self._delta_events(delta))
         if choice.get("finish_reason") is not None:
             self.finish_reason, self.named_stop = choice["finish_reason"], choice.get("stop_reason")
+        return out
+
+    def _delta_events(self, delta: dict[str, Any]) -> list[bytes]:
+        out: list[bytes] = []
+        text, refusal = delta.get("content"), delta.get("refusal")
+        if isinstance(text, str) and text:
+            out.extend(self._text(text))
+        elif isinstance(refusal, str) and refusal:
+            self.refused = True
+            out.extend(self._text(refusal))
+        calls = delta.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
+            if isinstance(call, dict):
+                out.extend(self._tool_call(call))
         return out
 
     async def finish(self, usage: Usage) -> list[bytes]:
         out = [] if self.started else self._start(None)
         out.extend(self._close())
-        reason, sequence = stop_reason(self.finish_reason, self.named_stop, self.wire, bool(self.tools))
+        reason, sequence = stop_reason(self.finish_reason, self.named_stop, self.wire,
+                                       called_tools=bool(self.tools), refused=self.refused)
         out.append(sse("message_delta", {
             "type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": sequence},
             "usage": usage_block(usage)}))
@@ -90,8 +103,7 @@ class MessagesStream:
             "id": self.message_id, "type": "message", "role": "assistant", "model": name,
             "content": [], "stop_reason": None, "stop_sequence": None,
             "usage": usage_block(Usage())}
-        return [sse("message_start", {"type": "message_start", "message": message}),
-                sse("ping", {"type": "ping"})]
+        return [sse("message_start", {"type": "message_start", "message": message})]
 
     def _open(self, kind: str, block: dict[str, Any]) -> list[bytes]:
         out = self._close()
@@ -99,6 +111,8 @@ class MessagesStream:
         self.blocks += 1
         out.append(sse("content_block_start", {"type": "content_block_start",
                                                "index": self.blocks - 1, "content_block": block}))
+        if self.blocks == 1:      # where Anthropic's own streams send their ping
+            out.append(sse("ping", {"type": "ping"}))
         return out
 
     def _close(self) -> list[bytes]:
