@@ -189,7 +189,6 @@ def test_malformed_requests_are_refused_naming_the_field(case: str) -> None:
 ERRORS = [
     (errors.InvalidRequest("x"), 400, "invalid_request_error"),
     (errors.MalformedJSON("x"), 400, "invalid_request_error"),
-    (errors.QuotaExceeded("x"), 400, "invalid_request_error"),
     (errors.AuthenticationFailed("x"), 401, "authentication_error"),
     (errors.PermissionDenied("x"), 403, "permission_error"),
     (errors.ModelNotFound("claude-nope"), 404, "not_found_error"),
@@ -198,6 +197,7 @@ ERRORS = [
     (errors.PayloadTooLarge("x"), 413, "request_too_large"),
     (errors.RateLimited("x"), 429, "rate_limit_error"),
     (errors.UpstreamRateLimited("x", retry_after_s=2), 429, "rate_limit_error"),
+    (errors.QuotaExceeded("x"), 429, "rate_limit_error"),
     (errors.GatewayError("x"), 500, "api_error"),
     (errors.UpstreamError("x"), 502, "api_error"),
     (errors.UpstreamTooLong("x"), 502, "api_error"),

@@ -5,23 +5,24 @@
 
     core.errors (status)                 here  error.type
     InvalidRequest, MalformedJSON (400)  400   invalid_request_error
-    QuotaExceeded (429)                  400   invalid_request_error   (a spend limit, below)
     AuthenticationFailed (401)           401   authentication_error
     PermissionDenied (403)               403   permission_error
     NotFound, ModelNotFound (404)        404   not_found_error
     MethodNotAllowed, RequestTimeout     405, 408  invalid_request_error
     PayloadTooLarge (413)                413   request_too_large
     RateLimited, UpstreamRateLimited     429   rate_limit_error        (retry-after kept)
+    QuotaExceeded (a hard budget)        429   rate_limit_error        (a spend limit, below)
     GatewayError (500), UpstreamError    500, 502  api_error
     ServiceUnavailable, UpstreamSaturated (503)  529  overloaded_error
     UpstreamTimeout (504)                504   timeout_error
     UpstreamRejected (its 4xx)           same  by status, as above
 
-A team past its hard budget is what Anthropic calls reaching a spend limit,
-which its API answers 400 ``invalid_request_error`` ("You have reached your
-specified API usage limits"): not retryable, so the SDKs and Claude Code stop
-and show it instead of retrying a request that cannot pass before the budget
-resets. The gateway's 503s (no upstream capacity, a model too busy, the
+A team past its hard budget is what Anthropic calls a spend limit reached,
+which its API answers 429 ``rate_limit_error`` (the SDK's
+``EnforcedSpendLimitReachedError`` and ``ContractSpendLimitReachedError``
+are ``RateLimitError``s): so is it here, as on the OpenAI side (429
+``insufficient_quota``), and the message says which budget and how to get
+under it. The gateway's 503s (no upstream capacity, a model too busy, the
 budget store unreachable) are Anthropic's 529 ``overloaded_error``, which
 Anthropic's clients know to retry later.
 """
@@ -32,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from core.errors import GatewayError, QuotaExceeded
+from core.errors import GatewayError
 
 OVERLOADED = 529
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -41,8 +42,6 @@ _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permi
 
 
 def status_of(exc: GatewayError) -> int:
-    if isinstance(exc, QuotaExceeded):
-        return 400
     if exc.status_code == 503:
         return OVERLOADED
     return exc.status_code
