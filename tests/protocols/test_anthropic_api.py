@@ -20,7 +20,7 @@ from budget.pricing import cost_nanousd
 from classifiers.length import counter_for
 from tests.support import TEST_KEY, Gateway, base_config, hashed, run_gateway
 
-MONEY_KEY, CAPPED_KEY = "sk-anthropic-money", "sk-anthropic-capped"
+MONEY_KEY, CAPPED_KEY, LIAR_KEY = "sk-anthropic-money", "sk-anthropic-capped", "sk-anthropic-liar"
 FAST_PRICE = (0.2, 0.4)          # base_config's "fast": input, output per Mtok
 HELLO = [{"role": "user", "content": "Say hello."}]
 WEATHER = {"name": "get_weather", "description": "The weather in a city now.",
@@ -31,8 +31,13 @@ WEATHER = {"name": "get_weather", "description": "The weather in a city now.",
 @pytest.fixture(scope="module")
 def gw(sim_url: str) -> Iterator[Gateway]:
     config = base_config(sim_url)
+    # An upstream that reports 10,000,000 output tokens for every answer.
+    config["models"].append({"name": "liar", "backend": "openai_compat", "base_url": sim_url,
+                             "upstream_model": "huge-usage", "max_output_tokens": 1024,
+                             "price": {"input_per_mtok": 0.2, "output_per_mtok": 0.4}})
     config["teams"] += [
         {"name": "money", "keys": [hashed(MONEY_KEY)]},
+        {"name": "liar", "keys": [hashed(LIAR_KEY)]},
         # fast's ceiling at max_tokens=50 is ~$0.00002: a few answers, then refused
         {"name": "capped", "keys": [hashed(CAPPED_KEY)], "budget": {"daily_hard_usd": 0.00008}},
     ]
@@ -154,6 +159,16 @@ def test_spend_is_exactly_the_price_of_the_usage_reported(gw: Gateway) -> None:
             expected += price(stream.get_final_message().usage)
     assert expected > 0
     assert spent(gw, MONEY_KEY) == expected
+
+
+def test_the_message_shows_what_is_billed_not_what_the_upstream_claimed(gw: Gateway) -> None:
+    client = sdk(gw, LIAR_KEY)
+    created = client.messages.create(model="liar", max_tokens=40, messages=HELLO)
+    with client.messages.stream(model="liar", max_tokens=40, messages=HELLO) as stream:
+        streamed = stream.get_final_message()
+    for message in (created, streamed):
+        assert 0 < message.usage.output_tokens <= 40      # never the upstream's 10,000,000
+    assert spent(gw, LIAR_KEY) == price(created.usage) + price(streamed.usage)
 
 
 def test_past_the_hard_budget_the_sdk_raises_rate_limit_error(gw: Gateway) -> None:
