@@ -2,6 +2,7 @@
 
     doors = build_doors(state)          # in the lifespan: path -> Door
     doors["/v1/chat/completions"]       # OpenAI chat (gateway/protocols/openai_chat.py)
+    doors["/v1/messages"]               # Anthropic Messages (gateway/protocols/anthropic_messages/)
 
 ``base.py`` says what a door is. Upstreams always speak OpenAI's protocol:
 chat completions, legacy completions and embeddings.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gateway.protocols.anthropic_messages import MESSAGES_DOOR
 from gateway.protocols.base import Door
 from gateway.protocols.openai_chat import CHAT_DOOR
 from gateway.protocols.openai_completions import COMPLETIONS_DOOR
@@ -22,10 +24,11 @@ if TYPE_CHECKING:
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
 EMBEDDINGS_PATH = "/v1/embeddings"
-DOOR_PATHS = (CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH)
+MESSAGES_PATH = "/v1/messages"
+DOOR_PATHS = (CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH, MESSAGES_PATH)
 
 
 def build_doors(state: AppState) -> dict[str, Door]:
     """Every door, with what it needs from the running gateway."""
     return {CHAT_PATH: CHAT_DOOR, COMPLETIONS_PATH: COMPLETIONS_DOOR,
-            EMBEDDINGS_PATH: EMBEDDINGS_DOOR}
+            EMBEDDINGS_PATH: EMBEDDINGS_DOOR, MESSAGES_PATH: MESSAGES_DOOR}

@@ -1,0 +1,65 @@
+"""``POST /v1/messages``: Anthropic's Messages API, through the one pipeline.
+
+    MESSAGES_DOOR.parse(raw, headers, caller)   # Anthropic body -> ModelRequest (a chat body)
+    MESSAGES_DOOR.render(req, completion, usage, corrected)   # -> an Anthropic message
+    MESSAGES_DOOR.translator(req)               # -> MessagesStream: chat chunks -> Anthropic events
+    MESSAGES_DOOR.error(exc)                    # -> (status, Anthropic error body)
+
+e.g. with the official SDK::
+
+    client = anthropic.Anthropic(base_url="http://127.0.0.1:8080", api_key="sk-routegate-demo")
+    client.messages.create(model="auto", max_tokens=256,
+                           messages=[{"role": "user", "content": "Hello"}])
+
+The key may come as ``x-api-key`` (Anthropic's), ``authorization: Bearer``
+or ``api-key``; ``anthropic-version`` and ``anthropic-beta`` are accepted
+whatever they say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import orjson
+
+from core.errors import GatewayError
+from core.types import Usage
+from gateway.pipeline.request import ModelRequest, load_object
+from gateway.protocols.anthropic_messages.errors import render_error
+from gateway.protocols.anthropic_messages.parse import MessagesWire, messages_request
+from gateway.protocols.anthropic_messages.render import new_id, to_message
+from gateway.protocols.anthropic_messages.stream import MessagesStream
+
+if TYPE_CHECKING:
+    from backends.base import Completion
+    from gateway.auth import Caller
+
+
+def _wire(req: ModelRequest) -> MessagesWire:
+    wire = req.wire
+    assert isinstance(wire, MessagesWire), "a request this door did not parse"
+    return wire
+
+
+class MessagesDoor:
+    name = "messages"
+
+    async def parse(self, raw: bytes, headers: Mapping[str, str], caller: Caller
+                    ) -> ModelRequest:
+        return messages_request(load_object(raw), headers)
+
+    async def render(self, req: ModelRequest, completion: Completion, usage: Usage,
+                     corrected: bool) -> bytes:
+        # Always the billed usage: the message is built anew, so there is no
+        # upstream body to pass through when the figures were not corrected.
+        return orjson.dumps(to_message(completion.data, usage, _wire(req), new_id("msg")))
+
+    def translator(self, req: ModelRequest) -> MessagesStream:
+        return MessagesStream(_wire(req))
+
+    def error(self, exc: GatewayError) -> tuple[int, bytes]:
+        return render_error(exc)
+
+
+MESSAGES_DOOR = MessagesDoor()
