@@ -13,14 +13,17 @@ from typing import TYPE_CHECKING
 
 from gateway.protocols.base import Door
 from gateway.protocols.openai_chat import CHAT_DOOR
+from gateway.protocols.openai_responses import RESPONSES_PATH, ResponsesDoor, ResponseStore
 
 if TYPE_CHECKING:
     from gateway.state import AppState
 
 CHAT_PATH = "/v1/chat/completions"
-DOOR_PATHS = (CHAT_PATH,)
+DOOR_PATHS = (CHAT_PATH, RESPONSES_PATH)
 
 
 def build_doors(state: AppState) -> dict[str, Door]:
     """Every door, with what it needs from the running gateway."""
-    return {CHAT_PATH: CHAT_DOOR}
+    assert state.redis is not None
+    return {CHAT_PATH: CHAT_DOOR,
+            RESPONSES_PATH: ResponsesDoor(ResponseStore(state.redis.client, state.config))}
