@@ -54,6 +54,14 @@ def test_create_answers_in_the_responses_shape(client: openai.OpenAI) -> None:
     assert usage.output_tokens_details.reasoning_tokens == 0
 
 
+def test_an_answer_cut_at_max_output_tokens_is_incomplete(client: openai.OpenAI) -> None:
+    response = client.responses.create(model="fast", input="Tell me everything.", max_output_tokens=1)
+    assert response.status == "incomplete"
+    assert response.incomplete_details is not None
+    assert response.incomplete_details.reason == "max_output_tokens"
+    assert response.usage is not None and response.usage.output_tokens == 1
+
+
 def test_instructions_and_items_reach_the_upstream_as_chat(client: openai.OpenAI) -> None:
     response = client.responses.create(
         model="echo", instructions="Answer in French.", max_output_tokens=30, temperature=0.5,

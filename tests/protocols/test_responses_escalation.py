@@ -15,7 +15,7 @@ import jsonschema
 import openai
 import pytest
 
-from tests.support import TEST_KEY, Gateway, base_config, run_gateway
+from tests.support import TEST_KEY, base_config, run_gateway
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "temp": {"type": "number"}},
           "required": ["city", "temp"], "additionalProperties": False}

@@ -248,3 +248,18 @@ def test_streamed_and_unstreamed_answers_are_the_same_response(chunks: list[SSEE
     Response.model_validate(unstreamed)                 # the SDK's own type, strictly
     # What is stored to continue the conversation is the assistant's chat message.
     assert assistant_message(unstreamed["output"]) == message
+
+
+FINISHES = [("stop", "completed", None), ("tool_calls", "completed", None), (None, "completed", None),
+            ("length", "incomplete", {"reason": "max_output_tokens"}),
+            ("content_filter", "incomplete", {"reason": "content_filter"})]
+
+
+@pytest.mark.parametrize(("finish", "status", "details"), FINISHES)
+def test_the_finish_reason_sets_status_and_incomplete_details(finish: str | None, status: str,
+                                                              details: Any) -> None:
+    response = completed_response(wire(), {"model": "m", "choices": [
+        {"message": {"role": "assistant", "content": "x"}, "finish_reason": finish}]}, USAGE, 2)
+    assert (response["status"], response["incomplete_details"]) == (status, details)
+    assert response["output"][0]["status"] == ("incomplete" if details else "completed")
+    Response.model_validate(response)
