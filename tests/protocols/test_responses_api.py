@@ -20,6 +20,9 @@ from tests.support import OTHER_KEY, Gateway
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"},
                                             "celsius": {"type": "number"}},
            "required": ["city", "celsius"], "additionalProperties": False}
+# Room enough that the simulator's answer (a median of 20 tokens) ends on its own:
+# one cut at the limit is a response.incomplete, which the SDK's stream helper refuses.
+ROOM = 200
 GET_WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city",
                "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                               "required": ["city"], "additionalProperties": False},
@@ -38,7 +41,7 @@ def other(gateway: Gateway) -> openai.OpenAI:
 
 def test_create_answers_in_the_responses_shape(client: openai.OpenAI) -> None:
     raw = client.responses.with_raw_response.create(
-        model="fast", input="Say hello.", instructions="Be brief.", max_output_tokens=40,
+        model="fast", input="Say hello.", instructions="Be brief.", max_output_tokens=ROOM,
         metadata={"ticket": "t-1"})
     response = raw.parse()
     assert raw.headers["x-routegate-model"] == "fast"
@@ -46,9 +49,9 @@ def test_create_answers_in_the_responses_shape(client: openai.OpenAI) -> None:
     assert response.status == "completed" and response.output_text
     assert response.output[0].type == "message" and response.output[0].role == "assistant"
     assert response.metadata == {"ticket": "t-1"} and response.instructions == "Be brief."
-    assert response.max_output_tokens == 40
+    assert response.max_output_tokens == ROOM
     usage = response.usage
-    assert usage is not None and usage.input_tokens > 0 and 0 < usage.output_tokens <= 40
+    assert usage is not None and usage.input_tokens > 0 and 0 < usage.output_tokens <= ROOM
     assert usage.total_tokens == usage.input_tokens + usage.output_tokens
     assert usage.input_tokens_details.cached_tokens == 0
     assert usage.output_tokens_details.reasoning_tokens == 0
@@ -76,7 +79,7 @@ def test_instructions_and_items_reach_the_upstream_as_chat(client: openai.OpenAI
 
 def test_stream_true_yields_openais_events_in_order(client: openai.OpenAI) -> None:
     events = list(client.responses.create(model="fast", input="Tell me a story.", stream=True,
-                                          max_output_tokens=60))
+                                          max_output_tokens=ROOM))
     types = [e.type for e in events]
     assert types[:4] == ["response.created", "response.in_progress", "response.output_item.added",
                          "response.content_part.added"]
@@ -91,7 +94,7 @@ def test_stream_true_yields_openais_events_in_order(client: openai.OpenAI) -> No
 
 
 def test_the_stream_helper_accumulates_the_final_response(client: openai.OpenAI) -> None:
-    with client.responses.stream(model="fast", input="Hello there.", max_output_tokens=50) as stream:
+    with client.responses.stream(model="fast", input="Hello there.", max_output_tokens=ROOM) as stream:
         deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
         final = stream.get_final_response()
     assert final.status == "completed" and final.output_text == "".join(deltas)

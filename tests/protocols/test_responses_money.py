@@ -22,6 +22,7 @@ PRICE_IN, PRICE_OUT = 0.2, 0.4            # the "fast" model of base_config
 HARD_USD = 0.00005                        # a few short answers, then refused
 TTL_S = 3600
 MAX_STORED = 4096
+ROOM = 200                                # the simulator's answers end well before
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +36,9 @@ def money_gateway(sim_url: str) -> Iterator[Gateway]:
 def limited_gateway(sim_url: str) -> Iterator[Gateway]:
     config = base_config(sim_url)
     config["teams"][0]["budget"] = {"daily_hard_usd": HARD_USD}
+    # One model only: a request reserves the dearest rung it may fall back to, and
+    # base_config's fault models cost 50 $/Mtok.
+    config["teams"][0]["allowed_models"] = ["fast"]
     with run_gateway(config) as gw:
         yield gw
 
@@ -68,12 +72,12 @@ def test_spend_is_exactly_the_price_of_the_usage_shown(money_gateway: Gateway) -
     before = spent(money_gateway)
     expected = 0
     for i in range(3):
-        response = client.responses.create(model="fast", input=f"Question {i}?", max_output_tokens=30)
+        response = client.responses.create(model="fast", input=f"Question {i}?", max_output_tokens=ROOM)
         expected += cost(response.usage)
-    with client.responses.stream(model="fast", input="Streamed?", max_output_tokens=30) as stream:
+    with client.responses.stream(model="fast", input="Streamed?", max_output_tokens=ROOM) as stream:
         expected += cost(stream.get_final_response().usage)
     events = list(client.responses.create(model="fast", input="Raw stream?", stream=True,
-                                          max_output_tokens=30))
+                                          max_output_tokens=ROOM))
     expected += cost(events[-1].response.usage)          # type: ignore[union-attr]
     assert expected > 0
     assert settled_spend(money_gateway, before + expected) - before == expected
