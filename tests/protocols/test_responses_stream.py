@@ -263,3 +263,29 @@ def test_the_finish_reason_sets_status_and_incomplete_details(finish: str | None
     assert (response["status"], response["incomplete_details"]) == (status, details)
     assert response["output"][0]["status"] == ("incomplete" if details else "completed")
     Response.model_validate(response)
+
+
+ODD_ANSWERS = [
+    ("content as parts", {"content": [{"type": "text", "text": "x"}]}, "stop"),
+    ("a finish reason that is a list", {"content": "x"}, ["stop"]),
+    ("a call whose function is a string", {"content": None, "tool_calls": [{"id": "c", "function": "f"}]},
+     "tool_calls"),
+    ("calls that are not objects", {"content": "x", "tool_calls": ["c", 1]}, "tool_calls"),
+]
+
+
+@pytest.mark.parametrize(("case", "message", "finish"), ODD_ANSWERS, ids=[c[0] for c in ODD_ANSWERS])
+def test_an_upstreams_odd_answer_still_renders_a_valid_response(case: str, message: dict,
+                                                                finish: Any) -> None:
+    response = completed_response(wire(), {"model": "m", "choices": [
+        {"message": {"role": "assistant", **message}, "finish_reason": finish}]}, USAGE, 2)
+    Response.model_validate(response)
+
+
+def test_odd_stream_chunks_are_skipped_not_fatal() -> None:
+    odd = [SSEEvent.from_data({"choices": "nope"}), SSEEvent.from_data({"choices": [7]}),
+           chunk({"tool_calls": [{"index": [0], "id": "c", "function": {"name": "f", "arguments": "{}"}}]}),
+           chunk({"tool_calls": ["x"]}), chunk({}, ["stop"])]       # type: ignore[arg-type]
+    events, _ = run(odd)
+    assert events[-1]["type"] == "response.completed"
+    assert accumulated(events).output[0].arguments == "{}"

@@ -73,6 +73,7 @@ BAD_INPUTS = [
     ("not a list", 42, "input"),
     ("an item not an object", ["hi"], "input[0]"),
     ("an unknown role", [{"role": "critic", "content": "x"}], "input[0].role"),
+    ("a role that is a list", [{"role": ["user"], "content": "x"}], "input[0].role"),
     ("a hosted item", [{"type": "web_search_call", "id": "ws_1"}], "input[0].type"),
     ("an item reference", [{"type": "item_reference", "id": "msg_1"}], "input[0].type"),
     ("a file part", [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}],

@@ -72,7 +72,8 @@ def message_content(content: Any, where: str) -> str | list[dict[str, Any]]:
 
 
 def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
-    role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
+    role = item.get("role")
+    role = _ROLES.get(role) if isinstance(role, str) else None
     if role is None:
         raise InvalidRequest(f"{where}.role must be one of user, assistant, system, developer",
                              param=f"{where}.role")

@@ -31,9 +31,9 @@ def item_id(wire: ResponsesWire, kind: str, index: int) -> str:
     return f"{kind}_{wire.id.removeprefix('resp_')}{index:02d}"
 
 
-def status_of(finish: str | None) -> tuple[str, dict[str, str] | None]:
+def status_of(finish: Any) -> tuple[str, dict[str, str] | None]:
     """(response status, incomplete_details) for a chat finish reason."""
-    reason = _INCOMPLETE.get(finish or "")
+    reason = _INCOMPLETE.get(finish) if isinstance(finish, str) else None
     return ("incomplete", {"reason": reason}) if reason else ("completed", None)
 
 
@@ -53,7 +53,7 @@ def call_item(wire: ResponsesWire, index: int, call_id: str, name: str, argument
             "call_id": call_id, "name": name, "arguments": arguments}
 
 
-def output_items(wire: ResponsesWire, message: dict[str, Any], finish: str | None
+def output_items(wire: ResponsesWire, message: dict[str, Any], finish: Any
                  ) -> list[dict[str, Any]]:
     """The output items of one chat message: its text (if any), then its tool calls."""
     item_status = "incomplete" if status_of(finish)[0] == "incomplete" else "completed"
@@ -63,7 +63,7 @@ def output_items(wire: ResponsesWire, message: dict[str, Any], finish: str | Non
     if text or not calls:
         items.append(message_item(wire, 0, text if isinstance(text, str) else "", item_status))
     for call in calls:
-        function = call.get("function") or {}
+        function = as_object(call.get("function"))
         items.append(call_item(wire, len(items), str(call.get("id") or item_id(wire, "call", len(items))),
                                str(function.get("name") or ""), str(function.get("arguments") or ""),
                                "completed"))

@@ -124,7 +124,8 @@ class ResponsesStream:
                                   output_index=self.open, content_index=0, delta=delta, logprobs=[])]
 
     def _call(self, fragment: dict[str, Any]) -> list[bytes]:
-        position = fragment.get("index", 0)
+        position = fragment.get("index")
+        position = position if isinstance(position, int) else 0
         function = as_object(fragment.get("function"))
         out: list[bytes] = []
         index = self.calls.get(position)
