@@ -35,6 +35,7 @@ from core.batch_config import BatchSettings
 from core.budget_config import BudgetSettings, Limits
 from core.escalation_config import BreakerConfig, EscalationConfig
 from core.otel_config import OtelConfig
+from core.responses_config import ResponsesSettings
 from core.scheduler_config import DEFAULT_MAX_CONCURRENCY, SchedulerConfig
 from core.strict import Strict
 
@@ -284,6 +285,7 @@ class GatewayConfig(Strict):
     metrics: MetricsConfig = MetricsConfig()
     logging: LoggingConfig = LoggingConfig()
     otel: OtelConfig = OtelConfig()           # optional traces (gateway/observe/otel.py)
+    responses: ResponsesSettings = ResponsesSettings()   # stored /v1/responses (core/responses_config.py)
 
     @model_validator(mode="after")
     def _cross_references(self) -> GatewayConfig:

@@ -102,7 +102,7 @@ def build_gates(config: GatewayConfig) -> Gates:
                ("GET", "/admin/overview"): Gate(Access.ADMIN_OR_SESSION),
                ("GET", "/metrics"): Gate(Access.METRICS)},
         prefixes=(("/v1/files", team), ("/v1/batches", team), ("/v1/models", team),
-                  ("/v1/usage", team), ("/admin", admin)))
+                  ("/v1/usage", team), ("/v1/responses", team), ("/admin", admin)))
 
 
 @dataclass

@@ -17,6 +17,7 @@ from gateway.protocols.base import Door
 from gateway.protocols.openai_chat import CHAT_DOOR
 from gateway.protocols.openai_completions import COMPLETIONS_DOOR
 from gateway.protocols.openai_embeddings import EMBEDDINGS_DOOR
+from gateway.protocols.openai_responses import RESPONSES_PATH, ResponsesDoor, ResponseStore
 
 if TYPE_CHECKING:
     from gateway.state import AppState
@@ -25,10 +26,12 @@ CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
 EMBEDDINGS_PATH = "/v1/embeddings"
 MESSAGES_PATH = "/v1/messages"
-DOOR_PATHS = (CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH, MESSAGES_PATH)
+DOOR_PATHS = (CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH, MESSAGES_PATH, RESPONSES_PATH)
 
 
 def build_doors(state: AppState) -> dict[str, Door]:
     """Every door, with what it needs from the running gateway."""
+    assert state.redis is not None
     return {CHAT_PATH: CHAT_DOOR, COMPLETIONS_PATH: COMPLETIONS_DOOR,
-            EMBEDDINGS_PATH: EMBEDDINGS_DOOR, MESSAGES_PATH: MESSAGES_DOOR}
+            EMBEDDINGS_PATH: EMBEDDINGS_DOOR, MESSAGES_PATH: MESSAGES_DOOR,
+            RESPONSES_PATH: ResponsesDoor(ResponseStore(state.redis.client, state.config))}

@@ -1,0 +1,96 @@
+"""``/v1/responses`` in front of a real inference server: llama.cpp (Gemma 3 270M).
+
+A base model that mostly runs on to its token limit: these tests assert the
+shapes, the usage and the money, never the prose.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+
+from budget.pricing import cost_nanousd
+from tests.backends.conftest import llamacpp_url  # noqa: F401  (the session fixture)
+from tests.support import TEST_KEY, Gateway, hashed, run_gateway
+
+PRICE_IN, PRICE_OUT = 0.5, 1.0
+MAX_OUTPUT = 8
+
+
+@pytest.fixture(scope="module")
+def gemma_gateway(llamacpp_url: str) -> Iterator[Gateway]:  # noqa: F811
+    config = {
+        "models": [{"name": "gemma", "backend": "openai_compat", "base_url": llamacpp_url,
+                    "upstream_model": "gemma-3-270m", "context_window": 2048,
+                    "max_output_tokens": 64,
+                    "price": {"input_per_mtok": PRICE_IN, "output_per_mtok": PRICE_OUT},
+                    "timeouts": {"first_byte_s": 120, "total_s": 120}}],
+        "teams": [{"name": "test", "keys": [hashed(TEST_KEY)]}],
+        "redis_url": "redis://127.0.0.1:6379/0",
+        "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
+        "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}"},
+    }
+    with run_gateway(config) as gw:
+        yield gw
+
+
+@pytest.fixture
+def gemma(gemma_gateway: Gateway) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gemma_gateway.base_url, api_key=TEST_KEY, max_retries=0,
+                         timeout=120)
+
+
+def spent(gw: Gateway) -> int:
+    r = httpx.get(gw.base_url + "/usage", headers={"authorization": f"Bearer {TEST_KEY}"}, timeout=10)
+    return r.json()["spent_today_nanousd"]
+
+
+def wait_for_spend(gw: Gateway, expected: int) -> int:
+    stop = time.monotonic() + 5
+    while (value := spent(gw)) != expected and time.monotonic() < stop:
+        time.sleep(0.05)
+    return value
+
+
+def cost(usage: openai.types.responses.ResponseUsage) -> int:
+    return cost_nanousd(usage.input_tokens, usage.output_tokens, PRICE_IN, PRICE_OUT)
+
+
+def test_a_real_model_answers_in_the_responses_shape(gemma: openai.OpenAI,
+                                                     gemma_gateway: Gateway) -> None:
+    before = spent(gemma_gateway)
+    response = gemma.responses.create(model="gemma", instructions="You are terse.",
+                                      input="Name a color.", max_output_tokens=MAX_OUTPUT,
+                                      temperature=0)
+    assert response.status in ("completed", "incomplete")
+    if response.status == "incomplete":           # a base model usually runs on to its limit
+        assert response.incomplete_details is not None
+        assert response.incomplete_details.reason == "max_output_tokens"
+    (message,) = response.output
+    assert message.type == "message" and message.content[0].type == "output_text"
+    usage = response.usage
+    assert usage is not None and usage.input_tokens > 0 and 0 < usage.output_tokens <= MAX_OUTPUT
+    assert usage.total_tokens == usage.input_tokens + usage.output_tokens
+    assert wait_for_spend(gemma_gateway, before + cost(usage)) - before == cost(usage)
+
+
+def test_a_real_model_streams_openais_events(gemma: openai.OpenAI, gemma_gateway: Gateway) -> None:
+    before = spent(gemma_gateway)
+    with gemma.responses.stream(model="gemma", input="Count: one, two,",
+                                max_output_tokens=MAX_OUTPUT, temperature=0) as stream:
+        events = list(stream)
+    last = events[-1]
+    assert [e.type for e in events[:2]] == ["response.created", "response.in_progress"]
+    assert last.type in ("response.completed", "response.incomplete")
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    final = last.response                                    # type: ignore[union-attr]
+    assert final.output[0].content[0].text == deltas
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    usage = final.usage
+    assert usage is not None and 0 < usage.output_tokens <= MAX_OUTPUT
+    assert wait_for_spend(gemma_gateway, before + cost(usage)) - before == cost(usage)
