@@ -1,8 +1,11 @@
 """The wire APIs clients speak, one adapter ("door") each, all into one pipeline.
 
     doors = build_doors(state)          # in the lifespan: path -> Door
-    doors["/v1/chat/completions"]       # OpenAI chat (gateway/protocols/openai_chat.py)
-    doors["/v1/messages"]               # Anthropic Messages (gateway/protocols/anthropic_messages/)
+    doors["/v1/chat/completions"]       # OpenAI chat (openai_chat.py), the pipeline's own shape
+    doors["/v1/responses"]              # OpenAI Responses (openai_responses/), onto chat
+    doors["/v1/messages"]               # Anthropic Messages (anthropic_messages/), onto chat
+    doors["/v1/completions"]            # OpenAI legacy completions (openai_completions.py)
+    doors["/v1/embeddings"]             # OpenAI embeddings (openai_embeddings.py)
 
 ``base.py`` says what a door is. Upstreams always speak OpenAI's protocol:
 chat completions, legacy completions and embeddings.

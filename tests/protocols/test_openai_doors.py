@@ -5,7 +5,10 @@ through the one pipeline, with the official ``openai`` SDK against a real gatewa
 from __future__ import annotations
 
 import base64
+import io
+import json
 import struct
+import time
 import uuid
 
 import httpx
@@ -168,3 +171,43 @@ def test_past_the_hard_limit_every_door_says_insufficient_quota(sim_url: str) ->
             with pytest.raises(openai.RateLimitError) as err:
                 call()
             assert err.value.body["code"] == "insufficient_quota"
+
+
+@pytest.mark.parametrize("url,body,check", [
+    ("/v1/embeddings", {"model": "embedder", "input": "batch me"},
+     lambda b: len(b["data"][0]["embedding"]) == 32),
+    ("/v1/completions", {"model": "writer", "prompt": "batch me", "max_tokens": 4},
+     lambda b: b["object"] == "text_completion" and b["choices"][0]["text"]),
+    ("/v1/responses", {"model": "writer", "input": "batch me", "max_output_tokens": 16},
+     lambda b: b["object"] == "response" and b["output"]),
+])
+def test_batch_lines_for_every_openai_door(gw: Gateway, client: openai.OpenAI, url: str,
+                                            body: dict, check: object) -> None:
+    lines = [{"custom_id": f"r{i}", "method": "POST", "url": url, "body": body} for i in range(3)]
+    data = "\n".join(json.dumps(line) for line in lines).encode()
+    upload = client.files.create(file=("in.jsonl", io.BytesIO(data)), purpose="batch")
+    batch = client.batches.create(input_file_id=upload.id, endpoint=url,  # type: ignore[arg-type]
+                                  completion_window="24h")
+    deadline = time.monotonic() + 30
+    while batch.status not in ("completed", "failed") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        batch = client.batches.retrieve(batch.id)
+    assert batch.status == "completed", batch
+    assert batch.request_counts is not None and batch.request_counts.completed == 3
+    assert batch.output_file_id is not None
+    out = [json.loads(x) for x in client.files.content(batch.output_file_id).text.splitlines()]
+    assert sorted(r["custom_id"] for r in out) == ["r0", "r1", "r2"]
+    assert all(r["response"]["status_code"] == 200 and check(r["response"]["body"])  # type: ignore[operator]
+               for r in out)
+
+
+def test_a_batch_for_one_endpoint_refuses_a_file_for_another(gw: Gateway,
+                                                             client: openai.OpenAI) -> None:
+    line = {"custom_id": "a", "method": "POST", "url": "/v1/embeddings",
+            "body": {"model": "embedder", "input": "x"}}
+    upload = client.files.create(file=("in.jsonl", io.BytesIO(json.dumps(line).encode())),
+                                 purpose="batch")
+    with pytest.raises(openai.BadRequestError) as err:
+        client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
+                              completion_window="24h")
+    assert err.value.body["param"] == "endpoint"
