@@ -237,23 +237,6 @@ def create_app(base: SimulateConfig) -> Starlette:
                             counter.count_messages(messages))
         return await serve(backends.get(name, backends["default"]), request, call, fault)
 
-    def other_route(route: str, field: str) -> Any:
-        """/v1/completions and /v1/embeddings: the prompt (or input) counted, the same
-        models and usage faults; the fault behaviours by name are chat's."""
-        async def handle(request: Request) -> Response:
-            try:
-                payload = orjson.loads(await request.body())
-                texts = _texts(payload[field])
-            except Exception:
-                return error_response(400, f"'{field}' is required", "invalid_request")
-            name = str(payload.get("model"))
-            fault = name if name in USAGE_FAULTS else None
-            call = UpstreamCall(request.headers.get("x-request-id", "sim"), payload,
-                                sum(counter.count_text(t) if isinstance(t, str) else len(t)
-                                    for t in texts), route=route)
-            return await serve(backends.get(name, backends["default"]), request, call, fault)
-        return handle
-
     async def models(request: Request) -> Response:
         data = [{"id": n, "object": "model", "created": 0, "owned_by": "sim"} for n in backends]
         return Response(orjson.dumps({"object": "list", "data": data}), media_type="application/json")
@@ -268,12 +251,33 @@ def create_app(base: SimulateConfig) -> Starlette:
 
     return Starlette(routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/v1/completions", other_route("completions", "prompt"), methods=["POST"]),
-        Route("/v1/embeddings", other_route("embeddings", "input"), methods=["POST"]),
+        Route("/v1/completions", other_route(backends, counter, "completions", "prompt"),
+              methods=["POST"]),
+        Route("/v1/embeddings", other_route(backends, counter, "embeddings", "input"),
+              methods=["POST"]),
         Route("/v1/models", models),
         Route("/sim/stats", stats),
         Route("/health", health),
     ])
+
+
+def other_route(backends: dict[str, SimulatedBackend], counter: Any, route: str,
+                field: str) -> Any:
+    """/v1/completions and /v1/embeddings: the prompt (or input) counted, the same
+    models and usage faults; the fault behaviours by name are chat's."""
+    async def handle(request: Request) -> Response:
+        try:
+            payload = orjson.loads(await request.body())
+            texts = _texts(payload[field])
+        except Exception:
+            return error_response(400, f"'{field}' is required", "invalid_request")
+        name = str(payload.get("model"))
+        fault = name if name in USAGE_FAULTS else None
+        call = UpstreamCall(request.headers.get("x-request-id", "sim"), payload,
+                            sum(counter.count_text(t) if isinstance(t, str) else len(t)
+                                for t in texts), route=route)
+        return await serve(backends.get(name, backends["default"]), request, call, fault)
+    return handle
 
 
 def _texts(value: Any) -> list[Any]:

@@ -81,12 +81,7 @@ async def call_with_fallback(
                 continue
             model = attempts.model = gw.models[name]
             attempt_span = span.child("upstream.attempt", name)
-            call = UpstreamCall(request_id, upstream_payload(req, model, check),
-                                features.prompt_tokens(model.tokenizer),
-                                gw.router.predicted_quality(model, features),
-                                attempt_span.upstream_headers(req.trace, request_id),
-                                max_events=features.demand.stream_event_cap(model),
-                                route=req.operation)
+            call = _upstream_call(gw, req, model, features, request_id, check, attempt_span)
             try:
                 result = await _attempt(gw, req, model, call, check, deadline, attempts, decision.pool)
             except GatewayError as exc:
@@ -118,6 +113,17 @@ async def call_with_fallback(
     raise failed or ServiceUnavailable(
         "Every model that could serve this request is failing; try again shortly.",
         code="models_unavailable", headers={"retry-after": "5"})
+
+
+def _upstream_call(gw: AppState, req: ModelRequest, model: ModelConfig,
+                   features: RequestFeatures, request_id: str, check: AnswerCheck | None,
+                   span: Span) -> UpstreamCall:
+    """What goes to ``model`` for this attempt: its body, its route, its stream's cap."""
+    return UpstreamCall(request_id, upstream_payload(req, model, check),
+                        features.prompt_tokens(model.tokenizer),
+                        gw.router.predicted_quality(model, features),
+                        span.upstream_headers(req.trace, request_id),
+                        max_events=features.demand.stream_event_cap(model), route=req.operation)
 
 
 async def _attempt(gw: AppState, req: ModelRequest, model: ModelConfig, call: UpstreamCall,
