@@ -8,7 +8,6 @@ are asserted, never the prose.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import httpx
@@ -16,28 +15,19 @@ import openai
 import pytest
 
 from budget.pricing import cost_nanousd
-from tests.support import TEST_KEY, Gateway, hashed, run_gateway
+from tests.support import TEST_KEY, Gateway, run_gateway
+from tests.upstreams.llamacpp import gemma_config
 
 PRICE_IN, PRICE_OUT = 0.5, 1.0
 
 
 @pytest.fixture(scope="module")
 def gateway(llamacpp_url: str) -> Iterator[Gateway]:
-    gemma = {"backend": "openai_compat", "base_url": llamacpp_url,
-             "upstream_model": "gemma-3-270m", "context_window": 2048,
-             "price": {"input_per_mtok": PRICE_IN, "output_per_mtok": PRICE_OUT},
-             "timeouts": {"first_byte_s": 120, "total_s": 120}}
-    config = {
-        "models": [{**gemma, "name": "gemma", "max_output_tokens": 64,
-                    "aliases": ["gpt-3.5-turbo-instruct"]},
-                   {**gemma, "name": "gemma-embed", "kind": "embedding", "max_output_tokens": 1,
-                    "aliases": ["text-embedding-3-small"],
-                    "price": {"input_per_mtok": PRICE_IN, "output_per_mtok": 0}}],
-        "teams": [{"name": "test", "keys": [hashed(TEST_KEY)]}],
-        "redis_url": "redis://127.0.0.1:6379/0",
-        "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
-        "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}"},
-    }
+    config = gemma_config(llamacpp_url, PRICE_IN, PRICE_OUT, aliases=["gpt-3.5-turbo-instruct"])
+    embed = {**config["models"][0], "name": "gemma-embed", "kind": "embedding",
+             "max_output_tokens": 1, "aliases": ["text-embedding-3-small"],
+             "price": {"input_per_mtok": PRICE_IN, "output_per_mtok": 0}}
+    config["models"].append(embed)
     with run_gateway(config) as gw:
         yield gw
 

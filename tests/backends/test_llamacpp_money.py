@@ -10,7 +10,6 @@ not overshoot it by much once learned.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 
 import httpx
@@ -20,7 +19,8 @@ import pytest
 from budget.pricing import cost_nanousd
 from classifiers.length import counter_for
 from gateway.money.prompt_meter import SLACK, PromptMeter
-from tests.support import TEST_KEY, Gateway, hashed, run_gateway
+from tests.support import TEST_KEY, Gateway, run_gateway
+from tests.upstreams.llamacpp import gemma_config
 
 PROSE = [
     [{"role": "user", "content": "Hi."}],
@@ -44,18 +44,7 @@ PRICE_IN, PRICE_OUT = 0.5, 1.0
 
 @pytest.fixture(scope="module")
 def gateway(llamacpp_url: str) -> Iterator[Gateway]:
-    config = {
-        "models": [{"name": "gemma", "backend": "openai_compat", "base_url": llamacpp_url,
-                    "upstream_model": "gemma-3-270m", "context_window": 2048,
-                    "max_output_tokens": 64,
-                    "price": {"input_per_mtok": PRICE_IN, "output_per_mtok": PRICE_OUT},
-                    "timeouts": {"first_byte_s": 120, "total_s": 120}}],
-        "teams": [{"name": "test", "keys": [hashed(TEST_KEY)]}],
-        "redis_url": "redis://127.0.0.1:6379/0",
-        "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
-        "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}"},
-    }
-    with run_gateway(config) as gw:
+    with run_gateway(gemma_config(llamacpp_url, PRICE_IN, PRICE_OUT)) as gw:
         yield gw
 
 

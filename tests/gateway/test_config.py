@@ -32,8 +32,11 @@ def model(**kw: object) -> dict:
 
 def test_shipped_config_is_valid() -> None:
     config = load_config(REPO / "config" / "routegate.yaml")
-    assert len(config.models) == 3
-    assert len({m.price.input_per_mtok for m in config.models}) == 3
+    chat = [m for m in config.models if m.kind == "chat"]
+    assert len(chat) == 3 and len({m.price.input_per_mtok for m in chat}) == 3
+    (embed,) = [m for m in config.models if m.kind == "embedding"]
+    assert "embed" in embed.name and "text-embedding-3-small" in embed.aliases
+    assert config.model("gpt-4o-mini") is not None and config.model("claude-sonnet-4-5")
 
 
 @pytest.mark.parametrize("data, where", [

@@ -8,7 +8,6 @@ not installed.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import anthropic
@@ -16,8 +15,8 @@ import httpx
 import pytest
 
 from budget.pricing import cost_nanousd
-from tests.support import TEST_KEY, Gateway, hashed, run_gateway
-from tests.upstreams.llamacpp import LlamaCppUnavailable, check_available, run_llamacpp
+from tests.support import TEST_KEY, Gateway, run_gateway
+from tests.upstreams.llamacpp import gemma_config
 
 PRICE_IN, PRICE_OUT = 0.5, 1.0
 ASK = {"model": "gemma", "max_tokens": 12, "system": "Answer in one short sentence.",
@@ -25,25 +24,9 @@ ASK = {"model": "gemma", "max_tokens": 12, "system": "Answer in one short senten
 
 
 @pytest.fixture(scope="module")
-def gw() -> Iterator[Gateway]:
-    try:
-        check_available()
-    except LlamaCppUnavailable as exc:
-        pytest.skip(str(exc))
-    with run_llamacpp() as url:
-        config = {
-            "models": [{"name": "gemma", "backend": "openai_compat", "base_url": url,
-                        "upstream_model": "gemma-3-270m", "context_window": 2048,
-                        "max_output_tokens": 64,
-                        "price": {"input_per_mtok": PRICE_IN, "output_per_mtok": PRICE_OUT},
-                        "timeouts": {"first_byte_s": 120, "total_s": 120}}],
-            "teams": [{"name": "test", "keys": [hashed(TEST_KEY)]}],
-            "redis_url": "redis://127.0.0.1:6379/0",
-            "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
-            "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}"},
-        }
-        with run_gateway(config) as gateway:
-            yield gateway
+def gw(llamacpp_url: str) -> Iterator[Gateway]:
+    with run_gateway(gemma_config(llamacpp_url, PRICE_IN, PRICE_OUT)) as gateway:
+        yield gateway
 
 
 def spent(gw: Gateway) -> int:

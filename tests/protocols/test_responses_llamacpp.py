@@ -7,7 +7,6 @@ shapes, the usage and the money, never the prose.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 
 import httpx
@@ -15,27 +14,16 @@ import openai
 import pytest
 
 from budget.pricing import cost_nanousd
-from tests.backends.conftest import llamacpp_url  # noqa: F401  (the session fixture)
-from tests.support import TEST_KEY, Gateway, hashed, run_gateway
+from tests.support import TEST_KEY, Gateway, run_gateway
+from tests.upstreams.llamacpp import gemma_config
 
 PRICE_IN, PRICE_OUT = 0.5, 1.0
 MAX_OUTPUT = 8
 
 
 @pytest.fixture(scope="module")
-def gemma_gateway(llamacpp_url: str) -> Iterator[Gateway]:  # noqa: F811
-    config = {
-        "models": [{"name": "gemma", "backend": "openai_compat", "base_url": llamacpp_url,
-                    "upstream_model": "gemma-3-270m", "context_window": 2048,
-                    "max_output_tokens": 64,
-                    "price": {"input_per_mtok": PRICE_IN, "output_per_mtok": PRICE_OUT},
-                    "timeouts": {"first_byte_s": 120, "total_s": 120}}],
-        "teams": [{"name": "test", "keys": [hashed(TEST_KEY)]}],
-        "redis_url": "redis://127.0.0.1:6379/0",
-        "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
-        "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}"},
-    }
-    with run_gateway(config) as gw:
+def gemma_gateway(llamacpp_url: str) -> Iterator[Gateway]:
+    with run_gateway(gemma_config(llamacpp_url, PRICE_IN, PRICE_OUT)) as gw:
         yield gw
 
 

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,6 +106,21 @@ def run_llamacpp(model_path: Path | None = None) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         stop(proc)
+
+
+def gemma_config(url: str, price_in: float, price_out: float, **model: object) -> dict:
+    """A gateway config with one model, ``gemma``, on the llama.cpp server at ``url``;
+    its own key prefixes on the shared Redis. ``model`` overrides the model's fields."""
+    from tests.support import TEST_KEY, hashed
+
+    gemma = {"name": "gemma", "backend": "openai_compat", "base_url": url,
+             "upstream_model": MODEL_ALIAS, "context_window": 2048, "max_output_tokens": 64,
+             "price": {"input_per_mtok": price_in, "output_per_mtok": price_out},
+             "timeouts": {"first_byte_s": 120, "total_s": 120}, **model}
+    return {"models": [gemma], "teams": [{"name": "test", "keys": [hashed(TEST_KEY)]}],
+            "redis_url": "redis://127.0.0.1:6379/0",
+            "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
+            "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}"}}
 
 
 def build_params(model_path: str, port: int, threads: int = 2) -> object:
