@@ -31,6 +31,18 @@ def _price(value: float) -> Decimal:
     return Decimal(str(value))
 
 
+# A price with at most nine decimals is an exact integer of 1e-15 USD per token
+# (price_per_mtok * 1e9 / 1e6 nano-USD, times 1e6): its cost is integer arithmetic,
+# the same figure Decimal gives, at a fraction of the cost (it runs on every request).
+_FINE_PER_NANO = 1_000_000
+
+
+@lru_cache(maxsize=4096)
+def _fine(value: float) -> int | None:
+    scaled = _price(value) * NANO_PER_USD
+    return int(scaled) if scaled == scaled.to_integral_value() else None
+
+
 def cost_nanousd(
     input_tokens: int,
     output_tokens: int,
@@ -40,6 +52,10 @@ def cost_nanousd(
     """Cost of one request in nano-USD, rounded half-up once."""
     if input_tokens < 0 or output_tokens < 0:
         raise ValueError("token counts must be >= 0")
+    fine_in, fine_out = _fine(input_per_mtok), _fine(output_per_mtok)
+    if fine_in is not None and fine_out is not None:
+        fine = input_tokens * fine_in + output_tokens * fine_out
+        return (fine + _FINE_PER_NANO // 2) // _FINE_PER_NANO
     exact = (
         input_tokens * _price(input_per_mtok) + output_tokens * _price(output_per_mtok)
     ) * _NANO_PER_TOKEN_AT_ONE_USD_PER_MTOK

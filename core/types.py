@@ -41,8 +41,12 @@ class Usage:
         None when it is missing or not numbers (billing then counts for itself)."""
         if not isinstance(usage, dict):
             return None
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if (type(prompt) is int and type(completion) is int     # the usual case, at once
+                and 0 <= prompt <= MAX_REPORTED_TOKENS and 0 <= completion <= MAX_REPORTED_TOKENS):
+            return cls(prompt, completion)
         try:
-            return cls(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+            return cls(_count(prompt), _count(completion))
         except ValueError:
             return None
 

@@ -58,7 +58,9 @@ class Trial:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        self.release()
+        if self._held:      # release(), inline: this runs on every attempt
+            self._held = False
+            self._breaker._probing = False
 
     def ok(self) -> None:
         """The upstream answered: counts for it (and closes a half-open breaker)."""
@@ -143,9 +145,7 @@ class Breaker:
                 trial._held = self._probing = False
                 self._close() if ok else self._open(self._clock())
             return
-        self._count(ok, self._clock())
-
-    def _count(self, ok: bool, now: float) -> None:
+        now = self._clock()
         second = int(now)
         window = self._window
         if not window or window[-1][0] != second:

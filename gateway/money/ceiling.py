@@ -38,7 +38,7 @@ NEGATIVE, OVER_RESERVED = "negative", "over_reserved"
 EVENTS_PER_CHOICE, EVENT_SLACK = 8, 64
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)      # not frozen: built on every request, and frozen costs
 class Demand:
     """What a request asks of a model, as far as money goes."""
 
@@ -65,7 +65,7 @@ class Demand:
         return self.prompt_tokens[model.tokenizer]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Ceiling:
     """The most one attempt on ``model`` can be billed: tokens and nano-USD."""
 
@@ -79,7 +79,7 @@ class Ceiling:
         return self.prompt_tokens + self.output_tokens
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Billed:
     usage: Usage
     cost: int                        # nano-USD, never above the ceiling's
@@ -93,7 +93,8 @@ class Tariff:
         self.meters = {m.name: PromptMeter(m.prompt_margin) for m in config.models}
 
     def ceiling(self, model: ModelConfig, demand: Demand, rate: float) -> Ceiling:
-        prompt = self.meters[model.name].bound(demand.ours(model), demand.messages)
+        prompt = self.meters[model.name].bound(demand.prompt_tokens[model.tokenizer],
+                                               demand.messages)
         output = demand.output_cap(model)
         return Ceiling(model, prompt, output, cost_nano(model, prompt, output, rate))
 
@@ -102,7 +103,7 @@ class Tariff:
         """What one attempt is billed. ``reported`` is the upstream's usage (None when it
         sent none we could read); ``estimate_output`` our own count of its output."""
         model = ceiling.model
-        ours = demand.ours(model)
+        ours = demand.prompt_tokens[model.tokenizer]
         usage, anomaly = within(ceiling, reported, ours, estimate_output)
         if reported is not None and anomaly != NEGATIVE:
             self.meters[model.name].observe(ours, demand.messages, reported.prompt_tokens)

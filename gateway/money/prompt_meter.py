@@ -19,7 +19,10 @@ this meter learns, per model:
   ``WINDOW`` answers, so traffic that sometimes counts twice ours keeps a
   bound wide enough for it.
 
-The bound is (a·ours + b·messages)·max(1 + margin, spread) + slack. Before
+The bound is (a·ours + b·messages)·max(1 + margin, spread) + slack. Once
+``SETTLED`` answers were learned from, one in ``SAMPLE_EVERY`` still is, and
+every answer wider than the spread: learning runs on every request, so it is
+kept to a few float operations on most of them. Before
 ``MIN_SAMPLES`` answers it is the cold one, 2·ours + 8 per message + slack,
 which covered every prompt measured above. A hostile upstream cannot talk
 the bound up without limit: the fit is clamped (a in [0.25, 4], b in [0,
@@ -38,7 +41,8 @@ DECAY = 0.98              # weight of the past per new answer: about the last 50
 SLACK = 16                # tokens on top of every bound
 COLD_RATIO, COLD_PER_MESSAGE = 2.0, 8.0
 WINDOW = 64               # answers the spread looks back over
-REFIT_EVERY = 8           # answers between two fits
+REFIT_EVERY = 32          # answers between two fits (each looks back over the window)
+SETTLED, SAMPLE_EVERY = 256, 4   # past SETTLED answers, learn from one in SAMPLE_EVERY
 MAX_SPREAD = 4.0
 RATIO_RANGE = (0.25, 4.0)
 PER_MESSAGE_RANGE = (0.0, 64.0)
@@ -53,7 +57,7 @@ class PromptMeter:
     """One model's learned prompt count (a few float operations per answer)."""
 
     __slots__ = ("margin", "samples", "_xx", "_xm", "_mm", "_xy", "_my", "ratio", "per_message",
-                 "spread", "_recent", "_widen")
+                 "spread", "_recent", "_widen", "_seen")
 
     def __init__(self, margin: float = 0.25) -> None:
         self.margin = margin
@@ -63,6 +67,7 @@ class PromptMeter:
         self.ratio, self.per_message = COLD_RATIO, COLD_PER_MESSAGE
         self.spread = 1.0
         self._widen = 1 + margin
+        self._seen = 0
         self._recent: deque[tuple[float, float, float]] = deque(maxlen=WINDOW)
 
     @property
@@ -78,8 +83,17 @@ class PromptMeter:
 
     def observe(self, ours: int, messages: int, reported: int) -> None:
         """Learn from one answer's reported ``prompt_tokens`` (already checked non-negative)."""
-        if ours <= 0 or reported > UNTEACHABLE * self.bound(ours, messages):
+        if ours <= 0:
             return
+        fitted = self.ratio * ours + self.per_message * messages
+        if reported > UNTEACHABLE * (max(ours, fitted) * self._widen + SLACK):
+            return
+        if self.samples >= SETTLED:
+            # A settled fit learns from one answer in SAMPLE_EVERY, and from every one
+            # wider than its spread: the bound stays honest at a quarter of the cost.
+            self._seen += 1
+            if self._seen % SAMPLE_EVERY and reported <= fitted * self.spread:
+                return
         x, m, y = float(ours), float(messages), float(reported)
         d = DECAY
         self._xx = d * self._xx + x * x
@@ -94,7 +108,10 @@ class PromptMeter:
         if self.samples % REFIT_EVERY == 0 or self.samples == MIN_SAMPLES:
             self._fit()    # amortised over REFIT_EVERY answers
             a, b = self.ratio, self.per_message
-            self.spread = min(MAX_SPREAD, max(y / (a * x + b * m) for x, m, y in self._recent))
+            widest = 1.0
+            for x, m, y in self._recent:     # a loop, not a generator: it runs every 32
+                widest = max(widest, y / (a * x + b * m))
+            self.spread = min(MAX_SPREAD, widest)
         else:   # a wider answer than the spread so far widens it at once
             wide = y / (self.ratio * x + self.per_message * m)
             if wide > self.spread:

@@ -44,6 +44,9 @@ def worst_case(ceilings: dict[str, Ceiling], *, every_attempt_bills: bool = Fals
     A failed attempt bills nothing, so without answer checks at most one
     attempt bills: the dearest. With them, every refused answer is billed
     too, so the worst case is the whole ladder's sum."""
+    if len(ceilings) == 1:          # one model, no ladder: the usual explicit request
+        (only,) = ceilings.values()
+        return only.cost, only.tokens
     costs = [c.cost for c in ceilings.values()]
     tokens = [c.tokens for c in ceilings.values()]
     if every_attempt_bills:

@@ -111,12 +111,17 @@ def _lines(o: Outcome, attempts: Attempts, bill: Bill) -> list[Line]:
 
 
 def _report(o: Outcome, lines: list[Line]) -> None:
-    o.prompt_tokens = sum(x.usage.prompt_tokens for x in lines)
-    o.completion_tokens = sum(x.usage.completion_tokens for x in lines)
-    o.cost_usd = usd(sum(x.cost for x in lines))
-    energy = [x.model.energy_j_per_token * (x.usage.prompt_tokens + x.usage.completion_tokens)
-              for x in lines if x.model.energy_j_per_token is not None]
-    o.energy_j = sum(energy) if energy else None
+    prompt = completion = cost = 0
+    energy: float | None = None
+    for x in lines:       # usually one line: a loop, not four generators
+        prompt += x.usage.prompt_tokens
+        completion += x.usage.completion_tokens
+        cost += x.cost
+        per_token = x.model.energy_j_per_token
+        if per_token is not None:
+            energy = (energy or 0.0) + per_token * (x.usage.prompt_tokens + x.usage.completion_tokens)
+    o.prompt_tokens, o.completion_tokens, o.cost_usd, o.energy_j = (prompt, completion, usd(cost),
+                                                                    energy)
 
 
 def settle(gw: AppState, o: Outcome, attempts: Attempts, bill: Bill) -> list[asyncio.Future[None]]:

@@ -123,7 +123,8 @@ def _upstream_call(gw: AppState, req: ModelRequest, model: ModelConfig,
                         features.prompt_tokens(model.tokenizer),
                         gw.router.predicted_quality(model, features),
                         span.upstream_headers(req.trace, request_id),
-                        max_events=features.demand.stream_event_cap(model), route=req.operation)
+                        max_events=features.demand.stream_event_cap(model) if req.stream else 0,
+                        route=req.operation)
 
 
 async def _attempt(gw: AppState, req: ModelRequest, model: ModelConfig, call: UpstreamCall,

@@ -60,7 +60,10 @@ def _count(req: ModelRequest, counter: TokenCounter) -> int:
 
 def _measure_sync(req: ModelRequest, encodings: set[str],
                   classifier: ComplexityModel | None) -> RequestFeatures:
-    counts = {enc: _count(req, counter_for(enc)) for enc in encodings}
+    if req.templated and not req.extra_prompt_tokens:     # chat: the usual case
+        counts = {enc: counter_for(enc).count_messages(req.messages) for enc in encodings}
+    else:
+        counts = {enc: _count(req, counter_for(enc)) for enc in encodings}
     score, spent = None, None
     if classifier is not None:
         started = time.perf_counter()

@@ -72,6 +72,8 @@ def _where(error: jsonschema.ValidationError, field: str) -> str:
 
 def check_structured_fields(body: Mapping[str, Any]) -> None:
     """Refuse a malformed ``tools``, ``tool_choice`` or ``response_format`` with a 400."""
+    if "tools" not in body and "tool_choice" not in body and "response_format" not in body:
+        return      # the usual request: nothing to check
     for field, validator in _VALIDATORS.items():
         value = body.get(field)
         if value is None:
