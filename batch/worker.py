@@ -36,6 +36,7 @@ from batch.lifecycle import Lifecycle
 from batch.queue import WorkItem, WorkQueue
 from batch.records import Owner, line_id, result_line
 from batch.store import BatchStore
+from core.aio import raise_if_cancelled
 from core.batch_config import BatchSettings
 
 log = logging.getLogger("routegate.batch")
@@ -124,6 +125,7 @@ class BatchWorker:
     async def _consume(self) -> None:
         next_claim = 0.0
         while True:
+            raise_if_cancelled()  # redis-py's wait_for may have swallowed a cancel
             free = self.settings.concurrency - len(self._running)
             if free <= 0:
                 await asyncio.wait(list(self._running), return_when=asyncio.FIRST_COMPLETED)
@@ -152,12 +154,14 @@ class BatchWorker:
 
     async def _heartbeat(self) -> None:
         while True:
+            raise_if_cancelled()
             await asyncio.sleep(self.settings.claim_idle_s / 3)
             with contextlib.suppress(RedisError, OSError):
                 await self.queue.heartbeat(self.consumer, list(self._running.values()))
 
     async def _sweep(self) -> None:
         while True:
+            raise_if_cancelled()
             with contextlib.suppress(RedisError, OSError):
                 await self.lifecycle.sweep()
             await asyncio.sleep(self.settings.sweep_interval_s)

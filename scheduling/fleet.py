@@ -29,6 +29,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from core.aio import raise_if_cancelled
 from scheduling.scheduler import PoolScheduler
 
 logger = logging.getLogger("routegate.scheduler")
@@ -70,6 +71,7 @@ class FleetShare:
         failing = False
         try:
             while True:
+                raise_if_cancelled()  # redis-py's wait_for may have swallowed a cancel
                 try:
                     await self.beat()
                     failing = False

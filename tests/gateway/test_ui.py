@@ -15,6 +15,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import httpx
@@ -102,11 +103,19 @@ def browser() -> Iterator[object]:
     driver.quit()
 
 
+def _js_fixed(v: float, digits: int) -> str:
+    """``Number.prototype.toFixed`` (and ``Math.round`` for 0 digits) of a figure >= 0:
+    the double's exact value, a tie rounded up. Python's format rounds a tie
+    to even (0.125 -> "0.12" where JavaScript shows "0.13")."""
+    exact = Decimal(v).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    return f"{exact:.{digits}f}"
+
+
 def _expected(overview: dict) -> dict[str, str]:
     """The text each ``data-k`` cell must show, formatted as ui.js does."""
-    usd = lambda v: "-" if v is None else f"${v:.4f}"                    # noqa: E731
-    ms = lambda v: "-" if v is None else f"{round(v * 1000)} ms"         # noqa: E731
-    pct = lambda v: "-" if v is None else f"{v * 100:.1f}%"              # noqa: E731
+    usd = lambda v: "-" if v is None else f"${_js_fixed(v, 4)}"          # noqa: E731
+    ms = lambda v: "-" if v is None else f"{_js_fixed(v * 1000, 0)} ms"  # noqa: E731
+    pct = lambda v: "-" if v is None else f"{_js_fixed(v * 100, 1)}%"    # noqa: E731
     out = {}
     for r in overview["routing"]:
         k = f"routing|{r['pool']}|{r['model']}|{r['reason']}"
