@@ -70,6 +70,9 @@ class JournalEntry:
     # The id names work that may run again (a batch line): it stays settled for
     # budget.stable_id_ttl_s, whatever day it runs on (older lines lack it).
     stable: bool = False
+    # When a stable id was settled (ms, wall clock): a later run's bill replaces
+    # an earlier one, never the reverse (0: older lines, which replace nothing).
+    at_ms: int = 0
 
     def to_line(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode() + b"\n"

@@ -16,6 +16,8 @@ atomically. With T = ``{rg:search}``:
     T:settled:<day>    SET   request ids already settled (idempotency)       (TTL 3 d)
     T:once             ZSET  stable request id (a batch line) -> until (ms): settled
                              whatever day it runs again on       (budget.stable_id_ttl_s)
+    T:once:bill        HASH  stable request id -> "at|day|key|model|in|out|cost": the bill
+                             a later run of the line replaces    (budget.stable_id_ttl_s)
 
 Windows are named by date, computed here in the configured timezone, so a
 new day starts a new key: nothing is ever reset or overwritten at midnight.
@@ -152,6 +154,6 @@ class KeySpace:
             keys = [*self._shared_keys(team, w), self.override(team), f"{t}:rl:{w.minute - 1}"]
         else:
             keys = [*self._shared_keys(team, w), self.ledger(team, w.day), f"{t}:settled:{w.day}",
-                    f"{t}:once"]
+                    f"{t}:once", f"{t}:once:bill"]
         self._script_keys[(team, w, reserve)] = keys
         return keys

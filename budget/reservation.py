@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from budget.journal import JournalEntry
@@ -45,4 +46,5 @@ class Reservation:
             output_tokens=output_tokens,
             cost_nanousd=cost,
             stable=self.stable,
+            at_ms=time.time_ns() // 1_000_000 if self.stable else 0,
         )

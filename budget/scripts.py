@@ -136,7 +136,7 @@ class ReserveReply:
 
 @dataclass(frozen=True)
 class SettleReply:
-    state: str  # "settled" | "unreserved" | "duplicate"
+    state: str  # "settled" | "unreserved" | "duplicate" | "released" | "rebilled"
     team: ScopeFigures  # the team's figures after the whole batch
 
     @classmethod
@@ -209,9 +209,11 @@ class BudgetScripts:
         output_tokens: int,
         cost: int,
         stable: bool = False,
+        at_ms: int = 0,
     ) -> asyncio.Future[SettleReply]:
         """Settle one request; the future has its reply, or the batch call's error.
-        A ``stable`` id stays settled for ``stable_id_ttl_s``, on any day."""
+        A ``stable`` id stays settled for ``stable_id_ttl_s``, on any day; settled
+        again with a later ``at_ms`` (it ran again), its bill replaces the first."""
         group = ("settle", team, windows)
         batch = self._batches.get(group)
         if batch is None or len(batch.futures) >= BATCH_MAX:
@@ -219,7 +221,7 @@ class BudgetScripts:
                                [DAY_TTL_S, MONTH_TTL_S, LEDGER_TTL_S, SETTLED_TTL_S,
                                 self._stable_ttl_s], SettleReply.parse_batch, SETTLE_WINDOW_S)
         batch.args += (request_id, key_id or "", model, input_tokens, output_tokens, cost,
-                       1 if stable else 0)
+                       1 if stable else 0, at_ms)
         return batch.join()
 
     async def drain(self) -> None:

@@ -3,18 +3,26 @@
 -- gateway sends the settles of one team and window that finished together
 -- in one call. Idempotent by request id: the id joins T:settled:<day>, and
 -- a second settle of it changes nothing. A stable id (a batch line, which
--- may run again on another day) joins T:once instead, with an expiry longer
--- than any batch window, so it settles once whatever day it runs again on.
+-- may run again, on another day too) joins T:once instead, with an expiry
+-- longer than any batch window, and its bill is kept in T:once:bill: a line
+-- run again because its first result was lost (the replica died between its
+-- settle and its record) is billed once, for the answer it delivers. The
+-- later run's settle takes the earlier bill back from the windows and the
+-- ledger it went to and bills its own; a settle older than the kept bill (a
+-- journal replayed late) changes nothing.
 -- A settle whose reservation already expired (or never reached Redis: a
 -- fail-open journal replay) still records the spend once.
 --
 -- KEYS: 1 T:res:exp  2 T:res  3 T:reserved  4 T:d:<day>  5 T:m:<month>
 --       6 T:rl:<minute>  7 T:ledger:<day>  8 T:settled:<day>  9 T:once
+--       10 T:once:bill
 -- ARGV: 1 day ttl  2 month ttl  3 ledger ttl  4 settled ttl  5 stable id ttl
---       (all in s), then seven per request: request id, key id ('' = none),
---       model, input tokens, output tokens, cost (nano-USD), stable (1|0)
+--       (all in s), then eight per request: request id, key id ('' = none),
+--       model, input tokens, output tokens, cost (nano-USD), stable (1|0),
+--       settled at (ms, the gateway's clock; 0 unless stable)
 --       (model '' = only release the request's hold, if any)
--- Reply: {team d m r, then per request 'settled'|'unreserved'|'duplicate'|'released'}
+-- Reply: {team d m r, then per request
+--         'settled'|'unreserved'|'duplicate'|'released'|'rebilled'}
 
 -- TPM counted the reserved tokens; correct the bucket to the real count
 -- unless that minute is already gone (then nobody reads it any more).
@@ -29,26 +37,76 @@ end
 local now = now_ms()
 local once_ttl_ms = tonumber(ARGV[5]) * 1000
 local once_swept = false
+local tag = string.match(KEYS[4], '^(.*):d:[^:]*$')
+local today = string.match(KEYS[4], ':d:([^:]*)$')
+
+local function sweep_once()
+  -- Expired stable ids leave, with their bills, in the first call that looks
+  -- (at most 256 a call; the hash itself expires with the set).
+  if once_swept then return end
+  once_swept = true
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', now, 'LIMIT', 0, 256)
+  if #gone > 0 then
+    redis.call('ZREM', KEYS[9], unpack(gone))
+    redis.call('HDEL', KEYS[10], unpack(gone))
+  end
+end
+
 local function settled_before(rid, stable)
   if redis.call('SISMEMBER', KEYS[8], rid) == 1 then return true end
   if stable ~= '1' then return false end
-  if not once_swept then   -- expired stable ids leave once, in the first call that looks
-    redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now)
-    once_swept = true
-  end
+  sweep_once()
   return redis.call('ZSCORE', KEYS[9], rid) ~= false
 end
 
-local function mark_settled(rid, stable)
+-- Add one bill (or, with sign = negate, take it back) to a day's windows and ledger.
+local function charge(day, key, model, input, output, cost, requests, sign)
+  local d, m, l = KEYS[4], KEYS[5], KEYS[7]
+  if day ~= today then
+    d, l = tag .. ':d:' .. day, tag .. ':ledger:' .. day
+    m = tag .. ':m:' .. string.sub(day, 1, 7)
+  end
+  later(d, 'team', sign(cost))
+  later(m, 'team', sign(cost))
+  if key ~= '' then
+    later(d, 'k:' .. key, sign(cost))
+    later(m, 'k:' .. key, sign(cost))
+  end
+  later(l, model .. '|requests', requests)
+  later(l, model .. '|input_tokens', sign(input))
+  later(l, model .. '|output_tokens', sign(output))
+  later(l, model .. '|cost_nanousd', sign(cost))
+end
+
+local function same(amount) return amount end
+
+local function mark_settled(rid, key, model, input, output, cost, stable, at)
   if stable == '1' then
     redis.call('ZADD', KEYS[9], now + once_ttl_ms, rid)
     redis.call('PEXPIRE', KEYS[9], once_ttl_ms)
+    redis.call('HSET', KEYS[10], rid, table.concat({at, today, key, model, input, output, cost}, '|'))
+    redis.call('PEXPIRE', KEYS[10], once_ttl_ms)
   else
     redis.call('SADD', KEYS[8], rid)
   end
 end
 
-local function settle_one(rid, key, model, input, output, cost, stable)
+-- A stable id settled before: bill this run instead if it is the later one.
+local function rebill(rid, key, model, input, output, cost, at)
+  local kept = redis.call('HGET', KEYS[10], rid)
+  if not kept then return false end          -- settled before bills were kept
+  local p = {}
+  for part in string.gmatch(kept .. '|', '([^|]*)|') do p[#p + 1] = part end
+  if tonumber(at) <= tonumber(p[1]) then return false end
+  if p[2] == today or redis.call('EXISTS', tag .. ':d:' .. p[2]) == 1 then
+    charge(p[2], p[3], p[4], p[5], p[6], p[7], '-1', negate)
+  end
+  charge(today, key, model, input, output, cost, '1', same)
+  mark_settled(rid, key, model, input, output, cost, '1', at)
+  return true
+end
+
+local function settle_one(rid, key, model, input, output, cost, stable, at)
   if model == '' then
     -- Release only: a reserve whose reply the gateway never got, for a
     -- request it then refused. Nothing is billed or counted.
@@ -57,8 +115,12 @@ local function settle_one(rid, key, model, input, output, cost, stable)
   end
   if settled_before(rid, stable) then
     -- A reserve retried after its settle left a stray hold: release it now
-    -- rather than at its expiry. Nothing is billed again.
-    take_reservation(rid, later)
+    -- rather than at its expiry. Nothing is billed twice.
+    local r = take_reservation(rid, later)
+    if stable == '1' and rebill(rid, key, model, input, output, cost, at) then
+      if r then correct_tokens(r, input, output) end
+      return 'rebilled'
+    end
     return 'duplicate'
   end
   local r = take_reservation(rid, later)
@@ -67,27 +129,18 @@ local function settle_one(rid, key, model, input, output, cost, stable)
     state = 'settled'
     correct_tokens(r, input, output)
   end
-  later(KEYS[4], 'team', cost)
-  later(KEYS[5], 'team', cost)
-  if key ~= '' then
-    later(KEYS[4], 'k:' .. key, cost)
-    later(KEYS[5], 'k:' .. key, cost)
-  end
-  later(KEYS[7], model .. '|requests', '1')
-  later(KEYS[7], model .. '|input_tokens', input)
-  later(KEYS[7], model .. '|output_tokens', output)
-  later(KEYS[7], model .. '|cost_nanousd', cost)
-  mark_settled(rid, stable)
+  charge(today, key, model, input, output, cost, '1', same)
+  mark_settled(rid, key, model, input, output, cost, stable, at)
   return state
 end
 
 purge_expired(now)
 local states = {}
 local billed = false
-for i = 6, #ARGV, 7 do
+for i = 6, #ARGV, 8 do
   local state = settle_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
-                           ARGV[i + 5], ARGV[i + 6])
-  billed = billed or state == 'settled' or state == 'unreserved'
+                           ARGV[i + 5], ARGV[i + 6], ARGV[i + 7])
+  billed = billed or state == 'settled' or state == 'unreserved' or state == 'rebilled'
   states[#states + 1] = state
 end
 write_sums()

@@ -234,7 +234,8 @@ class BudgetStore(AdminCalls):
             request_id=entry.request_id, team=entry.team,
             windows=Windows(entry.day, entry.month, entry.minute), key_id=entry.key_id,
             model=entry.model, input_tokens=entry.input_tokens,
-            output_tokens=entry.output_tokens, cost=entry.cost_nanousd, stable=entry.stable)
+            output_tokens=entry.output_tokens, cost=entry.cost_nanousd, stable=entry.stable,
+            at_ms=entry.at_ms)
 
     async def _apply(self, entry: JournalEntry) -> None:
         """Settle one journalled entry now; raises what Redis raised (journal replay)."""

@@ -1,7 +1,10 @@
-"""Issue 20, item 12: a stable id (a batch line) settles once, whatever day it runs again on.
+"""Issue 20, item 12: a stable id (a batch line) is billed once, whatever day it runs again on.
 
 Settled ids used to be kept per admission day: a batch line billed at 23:59:50
-and run again (after a crash, a retry) at 00:00:40 was billed twice.
+and run again (after a crash, a retry) at 00:00:40 was billed twice. A line
+runs again only because its first result was lost, so the bill that stands is
+the later run's, the one whose answer is delivered: the team's spend matches
+the usage in its output file.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from tests.budget.conftest import FakeClock
 from tests.budget.test_store import reserve, run
 
 
-async def _reserve_and_settle(store: BudgetStore, rid: str, cost: int, *, stable: bool) -> None:
+async def _reserve_and_settle(store: BudgetStore, rid: str, cost: int, *, stable: bool,
+                              tokens: tuple[int, int] = (3, 4)) -> None:
     held = await store.reserve(request_id=rid, team="t", team_limits=None, key_id=None,
                                key_limits=None, model="small", max_cost_nanousd=cost * 2,
                                max_tokens=10, stable=stable)
-    await store.settle(held, input_tokens=3, output_tokens=4, cost_nanousd=cost)
+    await store.settle(held, input_tokens=tokens[0], output_tokens=tokens[1], cost_nanousd=cost)
 
 
 def test_a_stable_id_run_again_after_midnight_is_billed_once(tmp_path: Path, prefix: str) -> None:
@@ -27,16 +31,38 @@ def test_a_stable_id_run_again_after_midnight_is_billed_once(tmp_path: Path, pre
     async def body(store: BudgetStore, client: Any) -> None:
         await _reserve_and_settle(store, "batch_1-line-a", 500, stable=True)
         clock.set("2026-12-01T00:00:40")
-        await _reserve_and_settle(store, "batch_1-line-a", 500, stable=True)
-        today = await store.usage("t", None, days=2)
-        assert today["spent_today_nanousd"] == 0          # not billed again on the new day
-        assert sum(row["cost_nanousd"] for row in today["ledger"]) == 500
-        assert sum(row["requests"] for row in today["ledger"]) == 1
-        assert today["reserved_usd"] == 0                  # the second hold was released
+        await _reserve_and_settle(store, "batch_1-line-a", 700, stable=True, tokens=(3, 9))
+        both = await store.usage("t", None, days=2)
+        assert both["spent_today_nanousd"] == 700          # the run whose answer stands
+        assert sum(row["cost_nanousd"] for row in both["ledger"]) == 700
+        assert sum(row["requests"] for row in both["ledger"]) == 1
+        assert sum(row["output_tokens"] for row in both["ledger"]) == 9
+        assert both["reserved_usd"] == 0                   # the second hold was released
         clock.set("2026-11-30T12:00:00")
-        assert (await store.usage("t", None))["spent_today_nanousd"] == 500
+        assert (await store.usage("t", None))["spent_today_nanousd"] == 0   # taken back
+        clock.set("2026-12-01T00:01:00")
+        await _reserve_and_settle(store, "batch_1-line-a", 700, stable=True)   # a third run
+        assert (await store.usage("t", None))["spent_today_nanousd"] == 700
 
     run(tmp_path, prefix, body, clock=clock)
+
+
+def test_a_late_journal_replay_does_not_replace_a_later_run(tmp_path: Path, prefix: str) -> None:
+    """Run 1's settle was journalled (Redis away), run 2 settled in Redis, then the
+    journal is replayed: run 2's bill stands."""
+    async def body(store: BudgetStore, client: Any) -> None:
+        held = await store.reserve(request_id="batch_3-line-c", team="t", team_limits=None,
+                                   key_id=None, key_limits=None, model="small",
+                                   max_cost_nanousd=1000, max_tokens=10, stable=True)
+        first_run = held.journal_entry(3, 4, 400, "small")
+        await _reserve_and_settle(store, "batch_3-line-c", 600, stable=True)
+        await store.journal.append(first_run)
+        assert await store.reconcile_once() == 1
+        report = await store.usage("t", None)
+        assert report["spent_today_nanousd"] == 600
+        assert sum(row["requests"] for row in report["ledger"]) == 1
+
+    run(tmp_path, prefix, body)
 
 
 def test_a_live_id_keeps_its_per_day_marker(tmp_path: Path, prefix: str) -> None:

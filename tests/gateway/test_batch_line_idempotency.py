@@ -1,8 +1,9 @@
 """Issue 20, item 12: a batch line that runs again under its line id is billed once.
 
 The gateway's own state, started in this process on the shared Redis, and
-``run_line`` (what the batch worker calls) run twice with one line id,
-as after a worker crash: the second run is answered, and not billed again.
+``run_line`` (what the batch worker calls) run several times with one line id,
+as after worker crashes: every run is answered, the line is billed once, and
+the bill that stands is the last run's (the answer that gets recorded).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def config(tmp_path: Path) -> dict:
     return {
         "models": [{"name": "small", "backend": "simulated",
                     "price": {"input_per_mtok": 1.0, "output_per_mtok": 2.0},
-                    "simulate": {"tpot_ms": 1, "prefill_tokens_per_s": 1_000_000}}],
+                    "simulate": {"tpot_ms": 1, "prefill_tokens_per_s": 1_000_000,
+                                 "output_tokens_mean": 20}}],
         "teams": [{"name": "test", "keys": [hashed(TEST_KEY)]}],
         "redis_url": "redis://127.0.0.1:6379/0",
         "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
@@ -37,7 +39,7 @@ def config(tmp_path: Path) -> dict:
 
 
 def test_a_line_run_twice_with_one_id_is_billed_once(tmp_path: Path) -> None:
-    body = {"model": "small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+    body = {"model": "small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 64}
 
     async def main() -> None:
         gw = await AppState.start(parse_config(config(tmp_path)))
@@ -45,14 +47,18 @@ def test_a_line_run_twice_with_one_id_is_billed_once(tmp_path: Path) -> None:
             caller = gw.keyring.team("test")
             assert caller is not None
             line = f"batch_{uuid.uuid4().hex}-line-1"
-            answers = [await run_line(gw, caller, CHAT_DOOR, body, request_id=line) for _ in range(2)]
-            assert [status for status, _, _ in answers] == [200, 200]
-            first = orjson.loads(answers[0][1])["usage"]
-            report = await gw.budget.usage("test", None)
-            assert [row["requests"] for row in report["ledger"]] == [1]
-            assert report["spent_today_nanousd"] == cost_nanousd(
-                first["prompt_tokens"], first["completion_tokens"], 0.5, 1.0)   # batch: half price
-            assert report["reserved_usd"] == 0
+            usages = set()
+            for _ in range(4):
+                status, answer, _ = await run_line(gw, caller, CHAT_DOOR, body, request_id=line)
+                assert status == 200
+                last = orjson.loads(answer)["usage"]
+                usages.add(last["completion_tokens"])
+                report = await gw.budget.usage("test", None)
+                assert [row["requests"] for row in report["ledger"]] == [1]
+                assert report["spent_today_nanousd"] == cost_nanousd(
+                    last["prompt_tokens"], last["completion_tokens"], 0.5, 1.0)  # batch: half price
+                assert report["reserved_usd"] == 0
+            assert len(usages) > 1   # the runs differed: the last one's bill replaced the first
             # A new line id is a new request, billed on its own.
             await run_line(gw, caller, CHAT_DOOR, body, request_id=line + "0")
             again = await gw.budget.usage("test", None)
