@@ -44,8 +44,10 @@ def example_value(schema: Any, depth: int = 0) -> Any:
 def _tool_call(payload: dict[str, Any], rng: random.Random) -> dict[str, Any] | None:
     tools = payload.get("tools") or []
     choice = payload.get("tool_choice", "auto")
-    if not tools or choice == "none":
-        return None
+    messages = payload.get("messages") or [{}]
+    last = messages[-1] if isinstance(messages[-1], dict) else {}
+    if not tools or choice == "none" or (choice == "auto" and last.get("role") == "tool"):
+        return None   # like a model: once a tool's result is in, "auto" answers in text
     tool = tools[0]
     if isinstance(choice, dict):
         wanted = (choice.get("function") or {}).get("name")

@@ -130,6 +130,10 @@ def test_a_function_tool_over_two_turns(client: openai.OpenAI) -> None:
             {"type": "function_call_output", "call_id": call.call_id, "output": "sunny, 21 C"}]
     final = client.responses.create(model="fast", input=turn, tools=[GET_WEATHER], tool_choice="none")
     assert final.output_text and not [i for i in final.output if i.type == "function_call"]
+    # Left at "auto", the simulated fleet answers in text once the tool's result is in,
+    # so an agent's loop ends on the demo fleet too.
+    auto = client.responses.create(model="fast", input=turn, tools=[GET_WEATHER])
+    assert auto.output_text and not [i for i in auto.output if i.type == "function_call"]
     # Upstream, that turn is the assistant's tool_calls and a tool message.
     sent = upstream_body(client.responses.create(model="echo", input=turn, tools=[GET_WEATHER],
                                                  tool_choice="none"))
