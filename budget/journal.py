@@ -53,7 +53,7 @@ QUARANTINED = Counter(QUARANTINED_METRIC.removesuffix("_total"),
 RELEASE_ONLY = ""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)   # built per settle: a frozen init costs a setattr per field
 class JournalEntry:
     """One settled request: everything the settle script needs, nothing more."""
 

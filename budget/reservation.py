@@ -9,7 +9,7 @@ from budget.journal import JournalEntry
 from budget.keys import Windows
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)   # built per request: a frozen init costs a setattr per field
 class Reservation:
     """A worst-case amount held for one request until it settles.
 

@@ -134,7 +134,7 @@ class ReserveReply:
                 for at in range(7, len(raw), 7)]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SettleReply:
     state: str  # "settled" | "unreserved" | "duplicate" | "released" | "rebilled"
     team: ScopeFigures  # the team's figures after the whole batch
