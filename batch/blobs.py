@@ -5,10 +5,17 @@
     with blobs.open("file-ab12...") as f: ...
     blobs.read_range("file-ab12...", offset=120, length=88)
 
-The methods are synchronous (plain file I/O); async callers run them with
-``asyncio.to_thread``. Every replica that serves a batch reads its input
-lines from here, so replicas on several hosts need a shared directory, or
-another ``BlobStore`` (an object store's ranged GET maps onto ``read_range``).
+The methods are synchronous (plain file I/O, or a synchronous client);
+async callers run them with ``asyncio.to_thread``. Every replica that serves
+a batch reads its input lines from here, so replicas on several hosts need a
+store they all reach: ``RedisBlobStore`` (``blob_redis.py``) or
+``S3BlobStore`` (``blob_s3.py``). A directory serves one host (or a shared
+mount); ``blob_probe.py`` finds out when it does not.
+
+A blob that is not there raises ``BlobMissing``, which names the store and
+the replica: with the bytes held by the file store for as long as a batch
+reads them, a missing blob is a store that this replica does not share, or
+lost data, never a file the user deleted.
 """
 
 from __future__ import annotations
@@ -24,7 +31,25 @@ _KEY = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 COPY_CHUNK = 1024 * 1024
 
 
+class BlobMissing(Exception):
+    """The blob is not in the store this replica reads."""
+
+    def __init__(self, key: str, store: str, replica: str) -> None:
+        self.key, self.store, self.replica = key, store, replica
+        where = f" on replica {replica}" if replica else ""
+        super().__init__(f"The bytes of {key} are not in {store}{where}.")
+
+
+def check_key(key: str) -> str:
+    # Keys are our own random ids, but a path or a Redis key is never built
+    # from an unchecked string.
+    if not _KEY.match(key):
+        raise ValueError(f"invalid blob key {key!r}")
+    return key
+
+
 class BlobStore(Protocol):
+    def describe(self) -> str: ...
     def put(self, key: str, src: BinaryIO) -> int: ...
     def put_bytes(self, key: str, data: bytes) -> int: ...
     def open(self, key: str) -> BinaryIO: ...
@@ -35,15 +60,18 @@ class BlobStore(Protocol):
 class DirectoryBlobStore:
     """One file per blob under ``root``; writes land whole or not at all."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, replica: str = "") -> None:
         self.root = root
+        self.replica = replica
+
+    def describe(self) -> str:
+        return f"the local blob store {self.root.resolve()}"
 
     def _path(self, key: str) -> Path:
-        # Keys are our own random ids, but a path is never built from an
-        # unchecked string.
-        if not _KEY.match(key):
-            raise ValueError(f"invalid blob key {key!r}")
-        return self.root / key
+        return self.root / check_key(key)
+
+    def _missing(self, key: str) -> BlobMissing:
+        return BlobMissing(key, self.describe(), self.replica)
 
     def put(self, key: str, src: BinaryIO) -> int:
         """Copy ``src`` (from its current position) into the blob; returns its size."""
@@ -68,11 +96,14 @@ class DirectoryBlobStore:
         return self.put(key, io.BytesIO(data))
 
     def open(self, key: str) -> BinaryIO:
-        """The blob for reading; raises FileNotFoundError when it is gone."""
-        return open(self._path(key), "rb")
+        """The blob for reading; raises BlobMissing when it is not here."""
+        try:
+            return open(self._path(key), "rb")
+        except FileNotFoundError:
+            raise self._missing(key) from None
 
     def read_range(self, key: str, offset: int, length: int) -> bytes:
-        with open(self._path(key), "rb") as f:
+        with self.open(key) as f:
             f.seek(offset)
             return f.read(length)
 

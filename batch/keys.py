@@ -61,3 +61,8 @@ class BatchKeys:
     def active(self) -> str:
         """Batch ids not yet in a terminal state: what the sweepers look at."""
         return f"{self.prefix}:active"
+
+    @property
+    def blob_probes(self) -> str:
+        """Hash: replica id -> the probe blob it wrote (``blob_probe.py``)."""
+        return f"{self.prefix}:blob:probes"

@@ -73,17 +73,18 @@ def assemble(results: dict[str, bytes], unrun: list[bytes]) -> tuple[bytes, byte
 
 def unrun_lines(blobs: BlobStore, batch_id: str, file_id: str, done: set[str], target: str
                 ) -> list[bytes]:
-    """Error lines for the input lines that never ran (read from the input file)."""
+    """Error lines for the input lines that never ran (read from the input file).
+
+    A missing input raises ``BlobMissing``: the finalizer lets go, and a
+    replica that reads the store finalizes, so no line goes unlisted.
+    """
     code, message = UNRUN[target]
     out = []
-    try:
-        with blobs.open(file_id) as f:
-            for line in scan_lines(f):
-                custom_id = orjson.loads(line.raw)["custom_id"]
-                if custom_id not in done:
-                    out.append(unrun_line(batch_id, custom_id, code, message))
-    except FileNotFoundError:
-        log.warning("batch %s: input file %s is gone; unrun lines not listed", batch_id, file_id)
+    with blobs.open(file_id) as f:
+        for line in scan_lines(f):
+            custom_id = orjson.loads(line.raw)["custom_id"]
+            if custom_id not in done:
+                out.append(unrun_line(batch_id, custom_id, code, message))
     return out
 
 

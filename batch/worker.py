@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import orjson
 from redis.exceptions import RedisError
 
+from batch.blobs import BlobMissing
 from batch.files import FileStore
 from batch.lifecycle import Lifecycle
 from batch.queue import WorkItem, WorkQueue
@@ -57,6 +58,8 @@ INTERNAL = LineAnswer(500, {"error": {
 REDIS_BACKOFF_S = 1.0
 VALIDATING_WAIT_S = 10.0
 STOP_GRACE_S = 5.0
+# A replica refusing batch work looks again this often.
+REFUSED_WAIT_S = 1.0
 # A rate-limited line waits at most this long at a time (a minute's window
 # has room again by then), and looks at its batch this often while it waits.
 RATE_WAIT_MAX_S = 60.0
@@ -90,8 +93,12 @@ def rate_wait_s(headers: Mapping[str, str], fallback_s: float) -> float:
 
 class BatchWorker:
     def __init__(self, store: BatchStore, files: FileStore, queue: WorkQueue, run_line: RunLine,
-                 settings: BatchSettings, consumer: str) -> None:
+                 settings: BatchSettings, consumer: str,
+                 refusal: Callable[[], str | None] = lambda: None) -> None:
         self.store, self.files, self.queue = store, files, queue
+        # Why this replica must not do batch work now (its blob store is not
+        # the one the others use: blob_probe.py), or None.
+        self.refusal = refusal
         self.run_line = run_line
         self.settings = settings
         self.consumer = consumer
@@ -126,6 +133,9 @@ class BatchWorker:
         next_claim = 0.0
         while True:
             raise_if_cancelled()  # redis-py's wait_for may have swallowed a cancel
+            if self.refusal():
+                await asyncio.sleep(REFUSED_WAIT_S)
+                continue
             free = self.settings.concurrency - len(self._running)
             if free <= 0:
                 await asyncio.wait(list(self._running), return_when=asyncio.FIRST_COMPLETED)
@@ -162,8 +172,9 @@ class BatchWorker:
     async def _sweep(self) -> None:
         while True:
             raise_if_cancelled()
-            with contextlib.suppress(RedisError, OSError):
-                await self.lifecycle.sweep()
+            if not self.refusal():
+                with contextlib.suppress(RedisError, OSError):
+                    await self.lifecycle.sweep()
             await asyncio.sleep(self.settings.sweep_interval_s)
 
     async def _run_entry(self, entry_id: str, item: WorkItem) -> None:
@@ -186,9 +197,14 @@ class BatchWorker:
         try:
             raw = await asyncio.to_thread(self.files.blobs.read_range, file_id, item.offset,
                                           item.length)
-        except FileNotFoundError:
-            await self._input_gone(item.batch_id, file_id)
-            return True
+        except BlobMissing as exc:
+            # The batch holds its input's bytes until it ends, so they were not
+            # deleted: this replica does not see the store the others write, or
+            # the store lost them. Left pending, for a replica that reads them
+            # (or, failing that, the batch's expiry lists the line as expired).
+            log.error("batch %s line %d: %s Left for another replica.", item.batch_id,
+                      item.index, exc)
+            return False
         request = orjson.loads(raw)
         custom_id = request["custom_id"]
         gate = await self._gate(item.batch_id, custom_id)
@@ -257,14 +273,6 @@ class BatchWorker:
                 return True
             await asyncio.sleep(min(left, RATE_CHECK_S))
         return False
-
-    async def _input_gone(self, batch_id: str, file_id: str) -> None:
-        """The input file was deleted mid-batch: fail the batch, keep what completed."""
-        errors = orjson.dumps([{"code": "input_file_deleted", "line": None, "param": None,
-                                "message": f"The input file {file_id} was deleted."}]).decode()
-        await self.store.transition(batch_id, ("in_progress",), "finalizing",
-                                    finalizing_at=int(time.time()), target="failed", errors=errors)
-        await self.lifecycle.advance(batch_id)
 
     async def _batch(self, batch_id: str) -> tuple[Owner, str] | None:
         """(owner, input file id): fixed for a batch's life, so cached."""

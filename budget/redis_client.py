@@ -98,6 +98,9 @@ class RedisHandle:
 
     client: Any  # redis.asyncio.Redis | redis.asyncio.RedisCluster
     cluster: bool = False
+    # The server's address without cluster markers (a unix socket for the
+    # embedded one), for the components with a synchronous client of their own.
+    url: str = ""
     embedded: EmbeddedLease | None = None
     # What the request path's scripts run on: the lean pipelined client for a
     # single Redis, the cluster client for a cluster.
@@ -134,10 +137,27 @@ async def open_redis(url: str | None, data_dir: Path) -> RedisHandle:
     if url is None:
         lease = await start_embedded(data_dir)
         url = f"unix://{lease.socket}"
-        return RedisHandle(_single(url), embedded=lease, scripts=PipelinedRedis(url))
+        return RedisHandle(_single(url), embedded=lease, scripts=PipelinedRedis(url), url=url)
     plain, is_cluster = cluster_url(url)
     if is_cluster:
-        return RedisHandle(await _cluster(plain), cluster=True)
+        return RedisHandle(await _cluster(plain), cluster=True, url=plain)
     # No round trip here either: a Redis that is down at start-up is handled
     # like one that goes down later.
-    return RedisHandle(_single(plain), scripts=PipelinedRedis(plain))
+    return RedisHandle(_single(plain), scripts=PipelinedRedis(plain), url=plain)
+
+
+# A synchronous client moves whole blob chunks (a MiB), from worker threads.
+SYNC_SOCKET_TIMEOUT_S = 10.0
+
+
+def sync_redis(url: str, cluster: bool) -> Any:
+    """A synchronous client to the same server, for code that runs in threads
+    (``batch/blob_redis.py``): never on the event loop."""
+    from redis import Redis as SyncRedis
+    from redis.cluster import RedisCluster as SyncCluster
+
+    options: dict[str, Any] = {"socket_connect_timeout": CONNECT_TIMEOUT_S,
+                               "socket_timeout": SYNC_SOCKET_TIMEOUT_S}
+    if cluster:
+        return SyncCluster.from_url(url, **options)
+    return SyncRedis.from_url(url, **options)

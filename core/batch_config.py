@@ -6,16 +6,36 @@
       claim_idle_s: 30          # a line held this long by a silent worker is taken over
       team_storage_bytes: 10737418240   # all of a team's stored files, uploads and outputs
       file_expiry_s: 2592000    # files that name no expires_after; null or 0: never
+      blob_store: auto          # where file bytes live: auto, local, redis or s3
+      s3: {bucket: routegate-files, prefix: prod/, endpoint_url: http://minio:9000}
 
-Every replica sharing a Redis must use the same ``key_prefix`` and see the
-same ``data_dir`` (the file bytes live in ``<data_dir>/files``).
+Every replica sharing a Redis must use the same ``key_prefix`` and the same
+blob store. ``auto`` is ``redis`` (chunks in the gateway's Redis, which
+every replica reaches) unless the Redis is the embedded one, and then
+``local`` (``<data_dir>/files``: one host, or a directory every replica
+mounts; a replica that cannot read what another wrote refuses batch work).
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import ConfigDict, Field, model_validator
 
 from core.strict import Strict
+
+
+class S3Settings(Strict):
+    """An S3-compatible bucket (AWS S3, MinIO, R2, GCS interop) for ``blob_store: s3``.
+
+    Credentials come from boto3's chain (``AWS_ACCESS_KEY_ID``..., shared
+    config, an instance role), never from this file.
+    """
+
+    bucket: str = Field(min_length=3, max_length=63)
+    prefix: str = Field(default="", max_length=512)
+    endpoint_url: str | None = None     # None: AWS; else MinIO, R2, GCS interop...
+    region: str | None = None
 
 
 class BatchSettings(Strict):
@@ -67,9 +87,18 @@ class BatchSettings(Strict):
     # Files each replica's sweep deletes per pass (expired, or deleted while a
     # batch still read them), so a backlog never stalls the sweep loop.
     expiry_sweep_limit: int = Field(default=100, ge=1, le=10_000)
+    # Where file bytes live (the module docstring). Replicas on several hosts
+    # need redis or s3.
+    blob_store: Literal["auto", "local", "redis", "s3"] = "auto"
+    s3: S3Settings | None = None
+    # A redis blob is stored in chunks of this size (one GETRANGE each).
+    blob_chunk_bytes: int = Field(default=1024 * 1024, ge=4096, le=64 * 1024 * 1024)
 
     @model_validator(mode="after")
     def _claims_outlast_heartbeats(self) -> BatchSettings:
         if self.claim_interval_s > self.claim_idle_s:
             raise ValueError("claim_interval_s must not exceed claim_idle_s")
+        if self.blob_store == "s3" and self.s3 is None:
+            raise ValueError("blob_store: s3 needs an s3: section (bucket, and endpoint_url "
+                             "for a store other than AWS)")
         return self

@@ -27,8 +27,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from batch.blobs import BlobMissing
 from core.config import GatewayConfig, load_config
-from core.errors import GatewayError, InvalidRequest, MethodNotAllowed, NotFound
+from core.errors import (
+    GatewayError,
+    InvalidRequest,
+    MethodNotAllowed,
+    NotFound,
+    ServiceUnavailable,
+)
 from gateway.asgi import RouteGate
 from gateway.auth import warn_about_admin_key
 from gateway.edge import EdgeState
@@ -85,6 +92,15 @@ def create_app(config: GatewayConfig, config_path: str | None = None) -> RouteGa
     @app.exception_handler(GatewayError)
     async def gateway_error(request: Request, exc: GatewayError) -> Response:
         return _error(exc, request)
+
+    @app.exception_handler(BlobMissing)
+    async def blob_missing(request: Request, exc: BlobMissing) -> Response:
+        # The file's record is there but its bytes are not in this replica's
+        # store: a store the replicas do not share, or lost data. Not a 500.
+        log.error("%s %s: %s", request.method, request.url.path, exc)
+        return _error(ServiceUnavailable(f"{exc} Its record is kept; try again, or ask the "
+                                         "operator to check the blob store.",
+                                         code="file_bytes_unavailable"), request)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:

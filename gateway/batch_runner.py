@@ -32,9 +32,13 @@ from batch import (
     LineAnswer,
     WorkQueue,
 )
+from batch.blob_probe import SharedStoreProbe
+from batch.blobs import BlobStore
 from batch.records import Owner
+from budget.redis_client import sync_redis
 from core.config import GatewayConfig
-from core.errors import AuthenticationFailed, NotFound
+from core.errors import AuthenticationFailed, NotFound, ServiceUnavailable
+from scheduling.fleet import replicas_key
 
 if TYPE_CHECKING:
     from gateway.state import AppState
@@ -49,21 +53,34 @@ class BatchService:
     queue: WorkQueue
     worker: BatchWorker | None = None
     task: asyncio.Task[None] | None = None
+    # For a local blob store: whether the other live replicas share it.
+    probe: SharedStoreProbe | None = None
+    probe_task: asyncio.Task[None] | None = None
+
+    def refusal(self) -> str | None:
+        """Why this replica must not take batch work now, or None."""
+        return self.probe.problem if self.probe is not None else None
+
+    def refuse_if_unshared(self) -> None:
+        """Uploads and new batches are refused where other replicas could not read them."""
+        if problem := self.refusal():
+            raise ServiceUnavailable(problem, code="blob_store_not_shared")
 
     def start_worker(self, gw: AppState) -> None:
         if self.worker is not None:
             return
         consumer = f"{gw.replica_id}-{os.urandom(3).hex()}"
         self.worker = BatchWorker(self.batches, self.files, self.queue, line_runner(gw),
-                                  gw.config.batch, consumer)
+                                  gw.config.batch, consumer, refusal=self.refusal)
         self.task = asyncio.create_task(self.worker.run())
 
     async def aclose(self) -> None:
         if self.worker is not None:
             await self.worker.aclose()
-        if self.task is not None:
-            self.task.cancel()
-            await asyncio.gather(self.task, return_exceptions=True)
+        for task in (self.task, self.probe_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
 
 def line_runner(gw: AppState) -> Any:
@@ -94,13 +111,40 @@ async def open_batch_service(gw: AppState) -> BatchService | None:
         return None
     keys = BatchKeys(settings.key_prefix)
     redis = gw.redis.client
-    blobs = DirectoryBlobStore(Path(gw.config.data_dir) / "files")
+    kind, blobs = open_blob_store(gw)
+    log.info("batch: file bytes in %s", blobs.describe())
     files = FileStore(redis, keys, blobs, quota_bytes=settings.team_storage_bytes,
                       default_expiry_s=settings.file_expiry_s)
     service = BatchService(files, BatchStore(redis, keys), WorkQueue(redis, keys))
+    if kind == "local":
+        service.probe = SharedStoreProbe(redis, blobs, keys, replica=gw.replica_id,
+                                         replicas_key=replicas_key(gw.config.budget.key_prefix))
+        service.probe_task = asyncio.create_task(service.probe.run())
     if settings.worker_in_serve:
         service.start_worker(gw)
     return service
+
+
+def open_blob_store(gw: AppState) -> tuple[str, BlobStore]:
+    """``batch.blob_store``: auto is redis, unless the Redis is the embedded one."""
+    settings, replica = gw.config.batch, gw.replica_id
+    kind = settings.blob_store
+    if kind == "auto":
+        kind = "local" if gw.redis is None or gw.redis.embedded is not None else "redis"
+    if kind == "s3":
+        from batch.blob_s3 import S3BlobStore
+
+        s3 = settings.s3
+        assert s3 is not None   # the config's validator
+        return kind, S3BlobStore(s3.bucket, prefix=s3.prefix, endpoint_url=s3.endpoint_url,
+                                 region=s3.region, replica=replica)
+    if kind == "redis" and gw.redis is not None:
+        from batch.blob_redis import RedisBlobStore
+
+        return kind, RedisBlobStore(sync_redis(gw.redis.url, gw.redis.cluster),
+                                    settings.key_prefix, chunk_bytes=settings.blob_chunk_bytes,
+                                    replica=replica)
+    return "local", DirectoryBlobStore(Path(gw.config.data_dir) / "files", replica=replica)
 
 
 def batch_service(gw: AppState) -> BatchService:

@@ -38,11 +38,16 @@ BEAT_S = 1.0
 WINDOW_S = 3.0
 
 
+def replicas_key(prefix: str) -> str:
+    """The sorted set of live replicas (what else needs to know who is alive reads it)."""
+    return f"{prefix}:sched:replicas"
+
+
 class FleetShare:
     def __init__(self, redis: Any, prefix: str, replica_id: str,
                  schedulers: Mapping[str, PoolScheduler], *, window_s: float = WINDOW_S) -> None:
         self.redis = redis
-        self.key = f"{prefix}:sched:replicas"
+        self.key = replicas_key(prefix)
         self.replica_id = replica_id
         self.schedulers = schedulers
         self.window_s = window_s

@@ -86,6 +86,7 @@ def window_seconds(window: str, longest: int) -> int:
 @router.post("/v1/batches")
 async def create_batch(spec: CreateBatch, gw: State, caller: TeamCaller) -> Response:
     service, owner = batch_service(gw), owner_of(caller)
+    service.refuse_if_unshared()
     check_batch_pool(caller)
     if spec.endpoint not in BATCH_URLS:
         raise InvalidRequest(f"endpoint must be one of {', '.join(BATCH_URLS)}.",

@@ -107,6 +107,7 @@ async def read_upload(request: Request, max_bytes: int) -> tuple[UploadFile, str
 @router.post("/v1/files")
 async def create_file(request: Request, gw: State, caller: TeamCaller) -> Response:
     service, owner = batch_service(gw), owner_of(caller)
+    service.refuse_if_unshared()
     settings = gw.config.batch
     declared = declared_length(request)
     if declared is not None and declared <= settings.max_file_bytes + FORM_OVERHEAD:

@@ -1,7 +1,10 @@
 """The Batch API end to end: the official SDK against real gateways, simulator and Redis.
 
-Two gateway replicas share one Redis and one data_dir in the crash test; one
-is killed with SIGKILL mid-batch and the other finishes the batch.
+Two gateway replicas in separate working directories share only Redis, as on
+two hosts: a file uploaded through one is read through the other, one is
+killed with SIGKILL mid-batch and the other finishes the batch. With a local
+blob store that they do not share, the replica that cannot read the other's
+files refuses batch work instead of failing batches.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -201,26 +203,70 @@ def test_hard_budget_fails_the_rest_with_insufficient_quota(sim_url: str) -> Non
         assert spent_nanousd(gw) == billed(output) <= 200_000
 
 
-def test_two_replicas_one_killed_mid_batch(sim_url: str, tmp_path: Path) -> None:
-    config = {**batch_config(sim_url), "data_dir": str(tmp_path / "shared")}
+def test_two_hosts_sharing_only_redis_one_killed_mid_batch(sim_url: str) -> None:
+    config = batch_config(sim_url)   # run_gateway gives each its own data_dir
     with run_gateway(config) as first, run_gateway(config) as second:
-        client = sdk(second)
-        batch = submit(client, jsonl(300))
+        assert first.config_path.parent != second.config_path.parent
+        through_a, through_b = sdk(first), sdk(second)
+        upload = through_a.files.create(file=("requests.jsonl", io.BytesIO(jsonl(200))),
+                                        purpose="batch")
+        assert through_b.files.content(upload.id).content == jsonl(200)  # read through B
+        batch = through_b.batches.create(input_file_id=upload.id,
+                                         endpoint="/v1/chat/completions",
+                                         completion_window="24h")
         wait_for = time.monotonic() + 30
-        while client.batches.retrieve(batch.id).request_counts.completed < 40:  # type: ignore[union-attr]
+        while through_b.batches.retrieve(batch.id).request_counts.completed < 30:  # type: ignore[union-attr]
             assert time.monotonic() < wait_for
             time.sleep(0.02)
         first.proc.kill()  # SIGKILL: no shutdown, its lines stay pending in the stream
         first.proc.wait(5)
-        batch = wait(client, batch.id, timeout=90)
-        assert batch.status == "completed"
-        output, errors = lines_of(client, batch.output_file_id), lines_of(client, batch.error_file_id)
+        batch = wait(through_b, batch.id, timeout=90)
+        assert batch.status == "completed", batch
+        output = lines_of(through_b, batch.output_file_id)
+        errors = lines_of(through_b, batch.error_file_id)
         assert Counter(line["custom_id"] for line in output + errors) == {
-            f"r{i}": 1 for i in range(300)}
-        assert batch.request_counts.completed == len(output) == 300
+            f"r{i}": 1 for i in range(200)}
+        assert batch.request_counts.completed == len(output) == 200
         assert spent_nanousd(second) == billed(output)
         assert '"pool":"batch"' in first.log()  # the killed replica had taken lines too
         assert "took over" in second.log()  # and the survivor finished the ones it held
+        theirs = sdk(second, OTHER_KEY)
+        for call in (lambda: theirs.batches.retrieve(batch.id),
+                     lambda: theirs.files.content(upload.id),
+                     lambda: theirs.files.content(batch.output_file_id)):
+            with pytest.raises(openai.NotFoundError):
+                call()
+
+
+def test_a_local_store_the_replicas_do_not_share_refuses_batch_work(sim_url: str) -> None:
+    config = batch_config(sim_url, blob_store="local")
+    with run_gateway(config) as first, run_gateway(config) as second:
+        through_a, through_b = sdk(first), sdk(second)
+        deadline = time.monotonic() + 15
+        while True:   # each sees the other in the heartbeat and probes its store
+            try:
+                through_a.files.create(file=("r.jsonl", io.BytesIO(jsonl(3))), purpose="batch")
+            except openai.APIStatusError as exc:
+                refusal = exc
+                break
+            assert time.monotonic() < deadline, "replica A never noticed"
+            time.sleep(0.2)
+        assert refusal.status_code == 503 and refusal.code == "blob_store_not_shared"
+        assert "batch.blob_store: redis" in refusal.message
+        assert "cannot read the files that live replica" in first.log()
+        with pytest.raises(openai.APIStatusError) as err:
+            through_b.files.create(file=("r.jsonl", io.BytesIO(jsonl(3))), purpose="batch")
+        assert err.value.status_code == 503
+    # An upload that landed on A before the check is never "deleted" on B: B
+    # answers that the bytes are not in its store, naming both.
+    with run_gateway(config) as first:
+        upload = sdk(first).files.create(file=("r.jsonl", io.BytesIO(jsonl(3))), purpose="batch")
+        with run_gateway(config) as second:
+            with pytest.raises(openai.APIStatusError) as err:
+                sdk(second).files.content(upload.id)
+            assert err.value.status_code == 503 and err.value.code == "file_bytes_unavailable"
+            assert "the local blob store" in err.value.message and "replica" in err.value.message
+            assert "deleted" not in err.value.message
 
 
 def test_embedded_default_runs_a_batch(sim_url: str) -> None:

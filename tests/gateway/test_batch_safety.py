@@ -19,6 +19,8 @@ import orjson
 import pytest
 import redis
 
+from batch.blob_redis import RedisBlobStore
+from batch.blobs import BlobMissing, DirectoryBlobStore
 from tests.gateway.test_batch_api import batch_config, jsonl, lines_of, sdk, submit, wait
 from tests.support import OTHER_KEY, Gateway, base_config, hashed, run_gateway
 
@@ -40,8 +42,27 @@ def listed_bytes(client: openai.OpenAI) -> int:
     return sum(f.bytes for f in client.files.list().data)
 
 
-def blob(data_dir: Path, file_id: str) -> Path:
-    return data_dir / "files" / file_id
+def has_blob(gw_config: dict[str, Any], file_id: str) -> bool:
+    """Whether the file's bytes are in the gateway's blob store (redis here, unless local)."""
+    if gw_config["batch"].get("blob_store") == "local":
+        store: Any = DirectoryBlobStore(Path(gw_config["data_dir"]) / "files")
+    else:
+        store = RedisBlobStore(redis.Redis.from_url(gw_config["redis_url"]),
+                               gw_config["batch"]["key_prefix"])
+    try:
+        return bool(store.read_range(file_id, 0, 1))
+    except BlobMissing:
+        return False
+
+
+def stored_blobs(gw_config: dict[str, Any]) -> set[str]:
+    """Every blob in the gateway's redis blob store (its manifests)."""
+    client = redis.Redis.from_url(gw_config["redis_url"])
+    try:
+        return {k.decode() for k in client.scan_iter(
+            match=f"{gw_config['batch']['key_prefix']}:{{blob:*}}", count=1000)}
+    finally:
+        client.close()
 
 
 def eventually(check: Any, timeout: float = 10.0) -> None:
@@ -97,16 +118,15 @@ def test_concurrent_uploads_never_pass_the_team_quota(safety_gateway: Gateway,
     stored = [o for o in outcomes if o != "refused"]
     assert len(stored) == 4
     assert storage_used(safety_config, "other") == listed_bytes(client) == 4 * size
-    data_dir = Path(safety_config["data_dir"])
-    assert all(blob(data_dir, file_id).exists() for file_id in stored)
-    blobs_before = set((data_dir / "files").iterdir())
+    assert all(has_blob(safety_config, file_id) for file_id in stored)
+    blobs_before = stored_blobs(safety_config)
     with pytest.raises(openai.BadRequestError) as err:  # refused before it is stored
         upload(client, jsonl(300, prefix="u9_"))
-    assert set((data_dir / "files").iterdir()) == blobs_before
+    assert stored_blobs(safety_config) == blobs_before
     assert err.value.status_code == 400 and err.value.code == "storage_quota_exceeded"
     assert "file storage" in err.value.message
     assert client.files.delete(stored[0]).deleted  # deleting frees quota at once
-    assert not blob(data_dir, stored[0]).exists()
+    assert not has_blob(safety_config, stored[0])
     assert storage_used(safety_config, "other") == 3 * size
     assert upload(client, jsonl(300, prefix="u9_")).bytes == size
     assert storage_used(safety_config, "other") == listed_bytes(client) == 4 * size
@@ -140,7 +160,6 @@ def test_expires_after_as_the_sdk_sends_it(safety_gateway: Gateway) -> None:
 def test_deleting_the_input_mid_batch_runs_every_line(safety_gateway: Gateway,
                                                       safety_config: dict[str, Any]) -> None:
     client = sdk(safety_gateway)
-    data_dir = Path(safety_config["data_dir"])
     batch = submit(client, jsonl(40, model="slowpoke", max_tokens=2))
     deadline = time.monotonic() + 30
     while client.batches.retrieve(batch.id).request_counts.completed < 4:  # type: ignore[union-attr]
@@ -153,13 +172,13 @@ def test_deleting_the_input_mid_batch_runs_every_line(safety_gateway: Gateway,
         client.files.content(batch.input_file_id)
     assert batch.input_file_id not in [f.id for f in client.files.list().data]
     assert client.batches.retrieve(batch.id).status == "in_progress"
-    assert blob(data_dir, batch.input_file_id).exists()  # still read by the batch
+    assert has_blob(safety_config, batch.input_file_id)  # still read by the batch
     batch = wait(client, batch.id, timeout=60)
     assert batch.status == "completed"
     output, errors = lines_of(client, batch.output_file_id), lines_of(client, batch.error_file_id)
     assert Counter(line["custom_id"] for line in output + errors) == {f"r{i}": 1 for i in range(40)}
     assert batch.request_counts.completed == len(output) == 40  # type: ignore[union-attr]
-    eventually(lambda: not blob(data_dir, batch.input_file_id).exists())
+    eventually(lambda: not has_blob(safety_config, batch.input_file_id))
     assert storage_used(safety_config, "test") == listed_bytes(client)
 
 
@@ -189,7 +208,6 @@ def test_a_line_longer_than_max_body_bytes_is_refused(safety_gateway: Gateway,
 def test_expired_files_are_swept_but_kept_for_a_running_batch(sim_url: str, tmp_path: Path
                                                                ) -> None:
     config = {**batch_config(sim_url, file_expiry_s=2), "data_dir": str(tmp_path / "data")}
-    data_dir = tmp_path / "data"
     with run_gateway(config) as gw:
         client = sdk(gw)
         soon = upload(client, jsonl(5, prefix="a"))
@@ -201,15 +219,15 @@ def test_expired_files_are_swept_but_kept_for_a_running_batch(sim_url: str, tmp_
                                       completion_window="24h",
                                       output_expires_after={"anchor": "created_at",
                                                             "seconds": 3600})
-        eventually(lambda: not blob(data_dir, soon.id).exists())
+        eventually(lambda: not has_blob(config, soon.id))
         with pytest.raises(openai.NotFoundError):
             client.files.retrieve(soon.id)
         eventually(lambda: missing(client, running.id))  # expired too (created a moment later)
         assert client.batches.retrieve(batch.id).status == "in_progress"  # and still read
-        assert blob(data_dir, running.id).exists()
+        assert has_blob(config, running.id)
         batch = wait(client, batch.id, timeout=60)
         assert batch.status == "completed" and batch.request_counts.completed == 40  # type: ignore[union-attr]
-        eventually(lambda: not blob(data_dir, running.id).exists())
+        eventually(lambda: not has_blob(config, running.id))
         assert [f.id for f in client.files.list().data] == [batch.output_file_id, later.id]
         assert storage_used(config, "test") == listed_bytes(client)
 
