@@ -48,3 +48,6 @@ class BreakerConfig(Strict):
     min_requests: int = Field(default=10, ge=1)
     cooldown_s: float = Field(default=10, gt=0)
     max_rest_s: float = Field(default=DEFAULT_MAX_REST_S, gt=0)   # caps an upstream's Retry-After
+    # Opens, closes and rests shared by every replica on the Redis, with one
+    # probe for the fleet (scheduling/fleet_health.py); false: each its own.
+    shared: bool = True

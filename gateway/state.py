@@ -37,6 +37,7 @@ from gateway.protocols import build_doors
 from gateway.protocols.base import Door
 from scheduling.breaker import Breaker
 from scheduling.fleet import FleetShare
+from scheduling.fleet_health import FleetHealth
 from scheduling.scheduler import PoolScheduler, build_schedulers
 
 if TYPE_CHECKING:
@@ -113,6 +114,10 @@ class AppState:
         # The gateway replicas split each model's max_concurrency among themselves.
         state.spawn(FleetShare(redis.client, config.budget.key_prefix, state.replica_id,
                                schedulers).run())
+        # Breakers and upstream rests are the fleet's, not each process's.
+        if config.breaker.shared:
+            state.spawn(FleetHealth(redis.client, config.budget.key_prefix, state.replica_id,
+                                    breakers).run())
         state.batch = await open_batch_service(state)
         state.doors = build_doors(state)
         # Open a few pooled connections now rather than in the first burst.

@@ -24,6 +24,13 @@ three years). A resting model's state reads ``resting``.
 An open breaker (or a resting model) takes the model out of routing's
 candidates and is skipped by the attempt loop. Its state is in ``/metrics``
 (``routegate_breaker_state``) and ``/readyz``.
+
+Across replicas (``fleet_health.py``): a breaker reports its own opens,
+closes and rests through ``on_change`` (no I/O: the fleet loop publishes
+them), and takes the other replicas' verdicts through ``hold`` (another
+replica's open breaker), ``rest_until(..., shared=True)`` and ``close``.
+With ``coordinated`` set, an open breaker's cooldown ending is not enough
+to probe: the fleet grants one replica the probe (``grant_probe``).
 """
 
 from __future__ import annotations
@@ -99,20 +106,31 @@ class Breaker:
         self._opened_at = 0.0
         self._probing = False
         self._resting_until = 0.0
+        # Another replica's verdict: not available until then (monotonic).
+        self._held_until = 0.0
+        self.coordinated = False
+        self._probe_granted = False
+        # (state, seconds): "open" with the cooldown, "rest" with its length, "closed".
+        self.on_change: Callable[[str, float], None] | None = None
         self._plain = Trial(self, allowed=True)
         self._refused = Trial(self, allowed=False)
 
     @property
     def state(self) -> str:
         """closed, open, half_open, or resting (an upstream 429's Retry-After)."""
-        return RESTING if self._clock() < self._resting_until else self._state
+        now = self._clock()
+        if now < self._resting_until:
+            return RESTING
+        return OPEN if now < self._held_until else self._state
 
     def available(self) -> bool:
         """Whether routing may pick this model now (no side effect)."""
         now = self._clock()
-        if now < self._resting_until:
+        if now < self._resting_until or now < self._held_until:
             return False
         if self._state == OPEN:
+            if self.coordinated and not self._probe_granted:
+                return False
             return now - self._opened_at >= self.config.cooldown_s
         return not (self._state == HALF_OPEN and self._probing)
 
@@ -131,11 +149,42 @@ class Breaker:
         self._probing = True
         return Trial(self, allowed=True, probe=True)
 
-    def rest_until(self, until: float) -> None:
+    def rest_until(self, until: float, *, shared: bool = False) -> None:
         """Skip this model until ``until`` (monotonic, at most ``max_rest_s`` away):
-        the upstream asked us to."""
-        until = min(until, self._clock() + self.config.max_rest_s)
-        self._resting_until = max(self._resting_until, until)
+        the upstream asked us to (or, ``shared``, asked another replica)."""
+        now = self._clock()
+        until = min(until, now + self.config.max_rest_s)
+        if until <= self._resting_until:
+            return
+        self._resting_until = until
+        if not shared and self.on_change is not None:
+            self.on_change(RESTING, until - now)
+
+    # -- the other replicas' verdicts (fleet_health.py) --
+
+    def hold(self, until: float) -> None:
+        """Another replica's breaker is open (or it probes): skip the model until then."""
+        self._held_until = max(self._held_until, until)
+
+    def release_hold(self) -> None:
+        self._held_until = 0.0
+
+    def grant_probe(self) -> None:
+        """This replica may probe (it won the fleet's probe claim): open, cooled down."""
+        self._held_until = 0.0
+        self._probe_granted = True
+        if self._state == CLOSED:
+            self._state = OPEN
+        if self._state == OPEN:
+            self._opened_at = self._clock() - self.config.cooldown_s
+
+    def close(self) -> None:
+        """Another replica's probe passed: closed here too."""
+        self._held_until = 0.0
+        if self._state != CLOSED and not self._probing:
+            self._state, self._consecutive = CLOSED, 0
+            self._window.clear()
+        self._probe_granted = False
 
     def _settle(self, trial: Trial, *, ok: bool) -> None:
         if not self.config.enabled:
@@ -173,7 +222,13 @@ class Breaker:
 
     def _open(self, now: float) -> None:
         self._state, self._opened_at = OPEN, now
+        self._probe_granted = False
+        if self.on_change is not None:
+            self.on_change(OPEN, self.config.cooldown_s)
 
     def _close(self) -> None:
         self._state, self._consecutive = CLOSED, 0
         self._window.clear()
+        self._probe_granted = False
+        if self.on_change is not None:
+            self.on_change(CLOSED, 0.0)

@@ -227,6 +227,47 @@ def test_the_breaker_opens_probes_and_closes(sim_url: str) -> None:
         assert hits() == 5
 
 
+def test_a_model_failing_on_one_replica_leaves_the_others_and_one_probes_for_all(
+        sim_url: str) -> None:
+    # Two replicas sharing only Redis (and the upstream). Two 500s on A open
+    # shaky there; B stops sending to it without a failure of its own. After
+    # the cooldown one replica probes for the fleet (a third 500: open again
+    # on both); after the next, the probe succeeds and closes both.
+    upstream = f"sequence-500.500.500-{uuid.uuid4().hex[:8]}"
+    stats_url = sim_url.removesuffix("/v1") + "/sim/stats"
+
+    def hits() -> int:
+        return httpx.get(stats_url).json()["sequence"].get(upstream, 0)
+
+    def models(rounds: int) -> list[str]:
+        return [post(gw, {"messages": ASK}).headers["x-routegate-model"]
+                for _ in range(rounds) for gw in (a, b)]
+
+    config = breaker_config(sim_url, upstream, cooldown_s=2.0)
+    with run_gateway(config) as a, run_gateway(config) as b:
+        for _ in range(2):
+            assert post(a, {"messages": ASK}).headers["x-routegate-model"] == "medium"
+        opened = time.monotonic()
+        assert breaker_state(a) == "open" and hits() == 2
+        while breaker_state(b) != "open":
+            assert time.monotonic() - opened < 2.0, "B still sends to the model A found failing"
+            time.sleep(0.02)
+        print(f"\nB held the model out {time.monotonic() - opened:.3f} s after A opened it")
+        assert models(3) == ["medium"] * 6 and hits() == 2   # neither tried it
+        time.sleep(2.5)          # the cooldown is over: one probe for the fleet, which fails
+        assert models(4) == ["medium"] * 8
+        assert hits() == 3, "more than one replica probed"
+        assert breaker_state(a) == breaker_state(b) == "open"
+        time.sleep(2.5)          # the next probe finds the upstream well
+        answered = models(4)
+        assert answered.count("shaky") >= 1 and hits() == 3 + answered.count("shaky")
+        deadline = time.monotonic() + 2
+        while {breaker_state(a), breaker_state(b)} != {"closed"}:
+            assert time.monotonic() < deadline, (breaker_state(a), breaker_state(b))
+            time.sleep(0.05)
+        assert models(1) == ["shaky", "shaky"]
+
+
 def test_a_probe_without_a_verdict_releases_the_breaker(sim_url: str) -> None:
     # Open by two 500s; the probe gets a 400 (the client's), the next probe a 429:
     # neither says the upstream is sick or well, so each releases the probe.
