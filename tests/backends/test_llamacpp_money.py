@@ -10,6 +10,7 @@ not overshoot it by much once learned.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -74,10 +75,15 @@ def test_the_real_upstream_is_billed_exactly_and_never_above_its_reservation(
     assert (row["requests"], row["input_tokens"], row["output_tokens"]) == (
         len(samples), billed_in, billed_out)          # billed as the upstream reported, exactly
     assert report["spent_today_nanousd"] == row["cost_nanousd"] == cost
-    log = gateway.log()
+    deadline = time.monotonic() + 5
+    while True:   # the last request's log line is written after its answer
+        log = gateway.log()
+        events = [json.loads(line[line.index("{"):]) for line in log.splitlines()
+                  if "request.completed" in line]
+        if len(events) >= len(samples) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert "above its reserved worst case" not in log
-    events = [json.loads(line[line.index("{"):]) for line in log.splitlines()
-              if "request.completed" in line]
     assert len(events) == len(samples)
     assert not [e for e in events if e.get("usage_anomaly")]
 
