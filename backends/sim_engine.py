@@ -45,6 +45,7 @@ class SimStats:
     cancelled: int = 0
     failed: int = 0
     queued: int = 0
+    running: int = 0          # holding one of the max_batch slots (prefill or decode)
     decoding: int = 0
     correct: int = 0
     prompt_tokens: int = 0
@@ -103,6 +104,7 @@ class SimEngine:
             await self._slots.acquire()
         finally:
             self.stats.queued -= 1
+        self.stats.running += 1
         try:
             if hang:
                 await asyncio.sleep(3600)
@@ -128,6 +130,7 @@ class SimEngine:
             self.stats.cancelled += 1
             raise
         finally:
+            self.stats.running -= 1
             self._slots.release()
 
     async def _decode(self, draft: Draft, drop_at: int) -> AsyncIterator[dict[str, Any]]:

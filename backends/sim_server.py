@@ -27,7 +27,11 @@ The ``model`` field picks a behaviour, so a fault test is one line:
                          recovers (e.g. ``sequence-500.500.400-ab12``; a fresh TAG, a fresh count)
 
 ``GET /sim/stats`` returns per-behaviour counters (requests, cancelled, ...), and
-under ``"sequence"`` the requests seen per ``sequence-…`` name.
+under ``"sequence"`` the requests seen per ``sequence-…`` name. ``GET /metrics``
+publishes the load as vLLM does (``vllm:num_requests_running``,
+``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``; the simulated KV
+use is the share of the ``max_batch`` slots held), one series per behaviour
+(``model_name``), so a gateway's ``load_metrics: {format: vllm}`` reads it.
 """
 
 from __future__ import annotations
@@ -249,6 +253,9 @@ def create_app(base: SimulateConfig) -> Starlette:
     async def health(request: Request) -> Response:
         return Response(b'{"status":"ok"}', media_type="application/json")
 
+    async def metrics(request: Request) -> Response:
+        return Response(vllm_metrics(backends), media_type="text/plain; version=0.0.4")
+
     return Starlette(routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/completions", other_route(backends, counter, "completions", "prompt"),
@@ -257,8 +264,27 @@ def create_app(base: SimulateConfig) -> Starlette:
               methods=["POST"]),
         Route("/v1/models", models),
         Route("/sim/stats", stats),
+        Route("/metrics", metrics),
         Route("/health", health),
     ])
+
+
+def vllm_metrics(backends: dict[str, SimulatedBackend]) -> bytes:
+    """The load of every behaviour, in vLLM's metric names (Prometheus text format)."""
+    series = {"vllm:num_requests_running": ("gauge", "Requests in the model's batch."),
+              "vllm:num_requests_waiting": ("gauge", "Requests waiting for a batch slot."),
+              "vllm:kv_cache_usage_perc": ("gauge", "KV-cache use, 0..1 (simulated).")}
+    lines = []
+    for name, (kind, about) in series.items():
+        lines += [f"# HELP {name} {about}", f"# TYPE {name} {kind}"]
+        for model, backend in backends.items():
+            engine = backend.engine
+            value = {"vllm:num_requests_running": engine.stats.running,
+                     "vllm:num_requests_waiting": engine.stats.queued,
+                     "vllm:kv_cache_usage_perc": engine.stats.running
+                     / max(1, engine.config.max_batch)}[name]
+            lines.append(f'{name}{{model_name="{model}"}} {value}')
+    return ("\n".join(lines) + "\n").encode()
 
 
 def other_route(backends: dict[str, SimulatedBackend], counter: Any, route: str,

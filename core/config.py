@@ -111,6 +111,30 @@ class TransportConfig(Strict):
 ModelName = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9._:/-]+$")]
 
 
+class LoadMetricsConfig(Strict):
+    """An upstream's own load figures (``backends/load_signals.py``).
+
+        load_metrics: {format: vllm}          # polls <base_url origin>/metrics at 1 Hz
+        load_metrics: {format: llamacpp, url: http://10.0.0.5:8080/metrics}
+    """
+
+    format: Literal["vllm", "sglang", "tgi", "llamacpp", "none"] = "none"
+    # One per upstream replica; default: each base_url without /v1, + /metrics.
+    url: str | list[str] | None = None
+    interval_s: float = Field(default=1.0, ge=0.1, le=60)
+    timeout_s: float = Field(default=0.5, gt=0, le=10)
+    # Readings older than this are not used: predictions fall back to the
+    # replica's own figures.
+    stale_s: float = Field(default=3.0, gt=0, le=600)
+
+    @field_validator("url")
+    @classmethod
+    def _http_urls(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list):
+            return [_check_url(u) for u in value]
+        return value if value is None else _check_url(value)
+
+
 class ModelConfig(Strict):
     name: ModelName
     # chat: /v1/chat/completions, /v1/completions and the doors translated onto chat;
@@ -137,6 +161,7 @@ class ModelConfig(Strict):
     transport: TransportConfig = TransportConfig()
     simulate: SimulateConfig | None = None
     scheduler: SchedulerConfig = SchedulerConfig()
+    load_metrics: LoadMetricsConfig | None = None
 
     @field_validator("base_url")
     @classmethod
@@ -163,6 +188,9 @@ class ModelConfig(Strict):
         for name in (self.name, *self.aliases):
             if name == "auto" or name.startswith("auto:"):
                 raise ValueError("'auto' is reserved for routing")
+        lm = self.load_metrics
+        if lm is not None and lm.format != "none" and not lm.url and not self.base_url:
+            raise ValueError("load_metrics needs a url (or the model a base_url)")
         return self
 
     @property

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 EWMA_ALPHA = 0.2
+KV_HIGH = 0.9         # upstream KV-cache use past which new sequences start to wait
 WINDOW = 256          # samples in the windowed p95
 P95_EVERY = 16        # new samples between two refreshes of a p95
 
@@ -69,6 +70,14 @@ class LiveStats:
     admissions, so what it predicts from is what it admitted. Only the number
     of live gateway replicas does (``scheduling/fleet.py``, one round
     trip a second), so that each admits its share of ``max_concurrency``.
+
+    The upstream's own figures, when it publishes them (``load_metrics``,
+    ``backends/load_signals.py``, about 1 Hz off the request path), are the
+    fleet's: sequences running and requests waiting at the upstream from every
+    gateway replica, and its KV-cache use. While fresh (``upstream_stale_s``)
+    they add the upstream's own queue to the TTFT predicted and stand for the
+    batch a request would join in the TPOT predicted; stale, the predictions
+    fall back to what this process admitted.
     """
 
     ttft_s: float | None = None        # EWMA of time to first token
@@ -88,6 +97,12 @@ class LiveStats:
     load: float = 1.0                  # EWMA of sequences running when TPOT was measured
     backlog_tokens: float = 0.0        # prompt tokens admitted and not yet prefilled ...
     backlog_at: float = 0.0            # ... as of this time (the backlog drains at the rate)
+    upstream_running: float = 0.0      # sequences the upstream runs (all gateway replicas')
+    upstream_waiting: float = 0.0      # requests queued at the upstream itself
+    upstream_kv: float | None = None   # KV-cache use, 0..1 (None: not published)
+    upstream_at: float = 0.0           # when they were read (monotonic); 0: never
+    upstream_stale_s: float = 3.0      # older readings are ignored
+    upstream_capacity: int = 0         # the model's max_concurrency, all gateway replicas
     ttft_window: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     tpot_window: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     _p95: dict[str, tuple[int, float | None]] = field(default_factory=dict)
@@ -102,7 +117,7 @@ class LiveStats:
         self.tpot_s = _ewma(self.tpot_s, seconds)
         self.tpot_window.append(seconds)
         self._seen["tpot"] += 1
-        self.load += EWMA_ALPHA * (max(1, self.admitted) - self.load)
+        self.load += EWMA_ALPHA * (max(1.0, self.running()) - self.load)
 
     def observe_failure(self) -> None:
         self.last_failure = time.monotonic()
@@ -155,20 +170,47 @@ class LiveStats:
             return 0.0
         return (ahead + 1) * (self.slot_s or fallback_slot_s) / self.capacity
 
+    def upstream_fresh(self, now: float) -> bool:
+        return self.upstream_at > 0 and now - self.upstream_at <= self.upstream_stale_s
+
+    def upstream_wait_s(self, fallback_slot_s: float) -> float:
+        """The wait the upstream's own queue adds (fresh readings only): its waiters,
+        and KV-cache pressure past KV_HIGH as up to a full batch ahead."""
+        if not self.upstream_fresh(time.monotonic()):
+            return 0.0
+        capacity = max(1, self.upstream_capacity or self.capacity)
+        ahead = self.upstream_waiting
+        if self.upstream_kv is not None and self.upstream_kv > KV_HIGH:
+            ahead += capacity * (self.upstream_kv - KV_HIGH) / (1 - KV_HIGH)
+        return ahead * (self.slot_s or fallback_slot_s) / capacity if ahead > 0 else 0.0
+
     def predicted_ttft_s(self, prompt_tokens: int, default_prefill: float,
                          fallback_slot_s: float = 2.0) -> float:
-        """Queue wait + (backlog ahead + this prompt) / the learned prefill rate."""
+        """Queue wait (here, and at the upstream) + (backlog ahead + this prompt) /
+        the learned prefill rate."""
         rate = self.prefill_tokens_per_s or default_prefill
         prefill = (self.backlog(rate, time.monotonic()) + prompt_tokens) / rate
         ahead = 0 if self.lifo else self.queued
-        return self.queue_wait_s(ahead, fallback_slot_s) + prefill
+        wait = self.queue_wait_s(ahead, fallback_slot_s)
+        if self.upstream_at:
+            wait += self.upstream_wait_s(fallback_slot_s)
+        return wait + prefill
+
+    def running(self) -> float:
+        """The batch a request would join: the upstream's, while fresh, else what
+        this process admitted."""
+        if self.upstream_at and self.upstream_fresh(time.monotonic()):
+            return max(float(self.admitted), self.upstream_running)
+        return float(self.admitted)
 
     def predicted_tpot_s(self, default: float) -> float:
         """TPOT follows concurrency: the measured one, rescaled from the load it
         was measured at to the load this request would join."""
+        running = self.running()
         if self.tpot_s is None:
-            return default * (1 + self.batch_slowdown * self.admitted)
-        now = 1 + self.batch_slowdown * min(self.admitted, self.capacity - 1)
+            return default * (1 + self.batch_slowdown * running)
+        capacity = max(self.capacity, self.upstream_capacity)
+        now = 1 + self.batch_slowdown * min(running, capacity - 1)
         return self.tpot_s * now / (1 + self.batch_slowdown * (self.load - 1))
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.base import Backend
+from backends.load_signals import start_pollers
 from backends.openai_compat import OpenAICompatBackend
 from backends.simulated import SimulatedBackend
 from budget import BudgetStore, RedisHandle, open_redis
@@ -114,6 +115,9 @@ class AppState:
         # The gateway replicas split each model's max_concurrency among themselves.
         state.spawn(FleetShare(redis.client, config.budget.key_prefix, state.replica_id,
                                schedulers).run())
+        # The upstreams' own load figures, where they publish them.
+        for poller in start_pollers(config.models, {n: b.stats for n, b in backends.items()}):
+            state.spawn(poller)
         # Breakers and upstream rests are the fleet's, not each process's.
         if config.breaker.shared:
             state.spawn(FleetHealth(redis.client, config.budget.key_prefix, state.replica_id,

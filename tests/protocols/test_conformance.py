@@ -36,7 +36,7 @@ def test_no_generated_request_gets_a_server_error(sim_url: str) -> None:
         run = subprocess.run(
             [sys.executable, "-m", "schemathesis.cli", "run", str(SPEC), "--url", gw.base_url,
              "-H", "Authorization: Bearer sk-test-key", "--include-path-regex", PATHS,
-             "--checks", "not_a_server_error", "-n", "15", "--max-time", "100",
+             "--checks", "not_a_server_error", "-n", "15", "--max-time", "45",
              "--phases", "examples,coverage,fuzzing", "--workers", "1", "--seed", "18"],
             capture_output=True, text=True, timeout=360)
         report = run.stdout[-4000:]

@@ -140,6 +140,8 @@ def build_params(model_path: str, port: int, threads: int = 2) -> object:
     # chat and completions are served all the same.
     params.embedding = True
     params.pooling_type = 1
+    # /metrics (llamacpp:requests_processing, ...): what load_metrics: llamacpp reads.
+    params.endpoint_metrics = True
     return params
 
 

@@ -1,0 +1,119 @@
+"""The upstreams' load figures (backends/load_signals.py), read from real servers:
+the standalone simulator's vLLM-format /metrics and llama.cpp's own /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from typing import Any
+
+import aiohttp
+import httpx
+import pytest
+
+from backends.load_signals import LoadPoller, parse
+from core.config import ModelConfig, Price
+from core.types import LiveStats
+from tests.support import run_simulator
+
+
+def model(url: str, fmt: str, **metrics: Any) -> ModelConfig:
+    return ModelConfig(name="m", backend="openai_compat", base_url=url, upstream_model="default",
+                       price=Price(input_per_mtok=1, output_per_mtok=1),
+                       scheduler={"max_concurrency": 2},   # type: ignore[arg-type]
+                       load_metrics={"format": fmt, "interval_s": 0.2, **metrics})  # type: ignore[arg-type]
+
+
+async def poll_once(poller: LoadPoller) -> bool:
+    async with aiohttp.ClientSession() as session:
+        return await poller.poll(session)
+
+
+def in_background(url: str, model_name: str, n: int, max_tokens: int) -> list[threading.Thread]:
+    def ask() -> None:
+        httpx.post(url + "/chat/completions", timeout=60, json={
+            "model": model_name, "max_tokens": max_tokens, "ignore_eos": True,
+            "messages": [{"role": "user", "content": "tell a long story"}]})
+    threads = [threading.Thread(target=ask) for _ in range(n)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def test_each_format_is_read_bounded_and_per_model() -> None:
+    vllm = ('vllm:num_requests_running{model_name="default"} 3\n'
+            'vllm:num_requests_running{model_name="other"} 50\n'
+            'vllm:num_requests_waiting{model_name="default"} 4\n'
+            'vllm:kv_cache_usage_perc{model_name="default"} 0.5\n')
+    assert parse(vllm, "vllm", "default") == (3, 4, 0.5)
+    assert parse(vllm, "vllm", "unlisted") == (53, 4, 0.5)    # no series of its own: all
+    old_vllm = "vllm:num_requests_running 1\nvllm:gpu_cache_usage_perc 0.25\n"
+    assert parse(old_vllm, "vllm") == (1, 0, 0.25)
+    assert parse("sglang:num_running_reqs 2\nsglang:num_queue_reqs 7\nsglang:token_usage 0.9\n",
+                 "sglang") == (2, 7, 0.9)
+    assert parse("tgi_batch_current_size 5\ntgi_queue_size 1\n", "tgi") == (5, 1, None)
+    bounded = "vllm:num_requests_running 1e30\nvllm:num_requests_waiting NaN\n" \
+              "vllm:kv_cache_usage_perc 7\n"
+    assert parse(bounded, "vllm") == (1_000_000, 0, 1.0)
+    with pytest.raises(ValueError):
+        parse("vllm:num_requests_waiting 3\n", "vllm")   # no running count: no reading
+    with pytest.raises(ValueError):
+        parse("not prometheus {{{", "vllm")
+
+
+def test_the_simulators_queue_is_seen_and_goes_stale() -> None:
+    with run_simulator("--max-batch", "2", "--tpot-ms", "50", "--prefill", "100000") as url:
+        stats = LiveStats()
+        poller = LoadPoller(model(url, "vllm", stale_s=1.0), stats)
+        assert poller.urls == [url.removesuffix("/v1") + "/metrics"]
+        assert asyncio.run(poll_once(poller)) and stats.upstream_running == 0
+        idle_ttft = stats.predicted_ttft_s(100, 100_000, fallback_slot_s=2.0)
+        threads = in_background(url, "default", 5, 40)   # 2 s each; 2 run, 3 wait
+        time.sleep(0.5)
+        assert asyncio.run(poll_once(poller))
+        sim = httpx.get(url.removesuffix("/v1") + "/sim/stats").json()["default"]
+        assert (stats.upstream_running, stats.upstream_waiting) == (2, 3) == (
+            sim["running"], sim["queued"])
+        assert stats.upstream_kv == 1.0
+        # Three waiting at the upstream, served two at a time: this replica's
+        # prediction counts them, though it admitted none of them.
+        busy_ttft = stats.predicted_ttft_s(100, 100_000, fallback_slot_s=2.0)
+        assert busy_ttft > idle_ttft + 2.0
+        assert stats.predicted_tpot_s(0.05) > 0.05
+        time.sleep(1.1)                                    # stale: back to its own figures
+        assert stats.predicted_ttft_s(100, 100_000, fallback_slot_s=2.0) == pytest.approx(
+            idle_ttft, abs=1e-3)
+        for t in threads:
+            t.join()
+
+
+def test_a_silent_metrics_endpoint_is_a_failed_poll_not_a_hang() -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    try:
+        stats = LiveStats()
+        poller = LoadPoller(model(f"http://127.0.0.1:{port}/v1", "vllm", timeout_s=0.3), stats)
+        started = time.monotonic()
+        assert not asyncio.run(poll_once(poller))        # accepted, never answered
+        assert time.monotonic() - started < 2.0
+        assert stats.upstream_at == 0.0
+    finally:
+        listener.close()
+
+
+def test_the_real_llamacpp_metrics(llamacpp_url: str) -> None:
+    stats = LiveStats()
+    poller = LoadPoller(model(llamacpp_url, "llamacpp"), stats)
+    threads = in_background(llamacpp_url, "gemma", 3, 60)   # llama.cpp runs one at a time
+    time.sleep(0.8)
+    assert asyncio.run(poll_once(poller))
+    print(f"\nllama.cpp under 3 requests: running {stats.upstream_running}, "
+          f"waiting {stats.upstream_waiting}, kv {stats.upstream_kv}")
+    assert stats.upstream_running == 1 and stats.upstream_waiting == 2
+    for t in threads:
+        t.join()
+    assert asyncio.run(poll_once(poller)) and stats.upstream_running == 0
