@@ -155,12 +155,9 @@ class LoadPoller:
         if any(r is None for r in readings):
             return False   # a partial sum would understate the load: let the last go stale
         done = [r for r in readings if r is not None]
-        stats = self.stats
-        stats.upstream_running = sum(r.running for r in done)
-        stats.upstream_waiting = sum(r.waiting for r in done)
         kvs = [r.kv for r in done if r.kv is not None]
-        stats.upstream_kv = sum(kvs) / len(kvs) if kvs else None
-        stats.upstream_at = time.monotonic()
+        self.stats.take_upstream(sum(r.running for r in done), sum(r.waiting for r in done),
+                                 sum(kvs) / len(kvs) if kvs else None, time.monotonic())
         return True
 
     async def run(self) -> None:

@@ -46,6 +46,7 @@ class SimStats:
     failed: int = 0
     queued: int = 0
     running: int = 0          # holding one of the max_batch slots (prefill or decode)
+    prefill_queued: int = 0   # holding a slot, waiting for the (one at a time) prefill
     decoding: int = 0
     correct: int = 0
     prompt_tokens: int = 0
@@ -108,8 +109,15 @@ class SimEngine:
         try:
             if hang:
                 await asyncio.sleep(3600)
-            async with self._prefill:
+            self.stats.prefill_queued += 1
+            try:
+                await self._prefill.acquire()
+            finally:
+                self.stats.prefill_queued -= 1
+            try:
                 await asyncio.sleep(prompt_tokens / cfg.prefill_tokens_per_s)
+            finally:
+                self._prefill.release()
             self.stats.ttft_s.append(time.perf_counter() - started)
             del self.stats.ttft_s[:-1000]
             correct = self._rng.random() < (self.ability if p_correct is None else p_correct)

@@ -28,9 +28,10 @@ The ``model`` field picks a behaviour, so a fault test is one line:
 
 ``GET /sim/stats`` returns per-behaviour counters (requests, cancelled, ...), and
 under ``"sequence"`` the requests seen per ``sequence-…`` name. ``GET /metrics``
-publishes the load as vLLM does (``vllm:num_requests_running``,
-``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``; the simulated KV
-use is the share of the ``max_batch`` slots held), one series per behaviour
+publishes the load as vLLM does (``vllm:num_requests_running``: sequences
+prefilling or decoding; ``vllm:num_requests_waiting``: not yet started, waiting
+for a batch slot or for the prefill; ``vllm:kv_cache_usage_perc``: here the
+share of the ``max_batch`` slots held), one series per behaviour
 (``model_name``), so a gateway's ``load_metrics: {format: vllm}`` reads it.
 """
 
@@ -279,8 +280,9 @@ def vllm_metrics(backends: dict[str, SimulatedBackend]) -> bytes:
         lines += [f"# HELP {name} {about}", f"# TYPE {name} {kind}"]
         for model, backend in backends.items():
             engine = backend.engine
-            value = {"vllm:num_requests_running": engine.stats.running,
-                     "vllm:num_requests_waiting": engine.stats.queued,
+            st = engine.stats
+            value = {"vllm:num_requests_running": st.running - st.prefill_queued,
+                     "vllm:num_requests_waiting": st.queued + st.prefill_queued,
                      "vllm:kv_cache_usage_perc": engine.stats.running
                      / max(1, engine.config.max_batch)}[name]
             lines.append(f'{name}{{model_name="{model}"}} {value}')

@@ -75,9 +75,11 @@ class LiveStats:
     ``backends/load_signals.py``, about 1 Hz off the request path), are the
     fleet's: sequences running and requests waiting at the upstream from every
     gateway replica, and its KV-cache use. While fresh (``upstream_stale_s``)
-    they add the upstream's own queue to the TTFT predicted and stand for the
-    batch a request would join in the TPOT predicted; stale, the predictions
-    fall back to what this process admitted.
+    they stand for the batch a request would join in the TPOT predicted, and
+    the requests waiting at the upstream that this process did not admit (the
+    other replicas') join the prefill backlog of the TTFT predicted, at the mean
+    prompt length admitted here; KV-cache use past ``KV_HIGH`` adds a wait for
+    a slot. Stale, the predictions fall back to what this process admitted.
     """
 
     ttft_s: float | None = None        # EWMA of time to first token
@@ -103,6 +105,9 @@ class LiveStats:
     upstream_at: float = 0.0           # when they were read (monotonic); 0: never
     upstream_stale_s: float = 3.0      # older readings are ignored
     upstream_capacity: int = 0         # the model's max_concurrency, all gateway replicas
+    upstream_others: float = 0.0       # prompt tokens waiting there that others admitted
+    prompt_mean: float | None = None   # EWMA of the prompt tokens admitted
+    backlog_rate: float = 0.0          # the prefill rate the backlog was last drained at
     ttft_window: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     tpot_window: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     _p95: dict[str, tuple[int, float | None]] = field(default_factory=dict)
@@ -150,10 +155,31 @@ class LiveStats:
         return max(0.0, self.backlog_tokens - rate * (now - self.backlog_at))
 
     def add_backlog(self, tokens: int, rate: float, now: float) -> float:
-        """Admit ``tokens`` to prefill; returns the backlog they join (for learning)."""
+        """Admit ``tokens`` to prefill; returns the backlog they join, fleet-wide while
+        the upstream's readings are fresh (what the prefill rate is learned from)."""
         ahead = self.backlog(rate, now)
-        self.backlog_tokens, self.backlog_at = ahead + tokens, now
+        self.backlog_tokens, self.backlog_at, self.backlog_rate = ahead + tokens, now, rate
+        self.prompt_mean = _ewma(self.prompt_mean, float(tokens))
+        if self.upstream_at and self.upstream_fresh(now):
+            return ahead + self.upstream_others
         return ahead
+
+    def fleet_backlog(self, rate: float, now: float) -> float:
+        """This process's prefill backlog, plus the other replicas' waiting at the
+        upstream while its readings are fresh."""
+        own = self.backlog(rate, now)
+        if self.upstream_at and self.upstream_fresh(now):
+            return own + self.upstream_others
+        return own
+
+    def take_upstream(self, running: float, waiting: float, kv: float | None, now: float
+                      ) -> None:
+        """An upstream reading (``backends/load_signals.py``)."""
+        self.upstream_running, self.upstream_waiting, self.upstream_kv = running, waiting, kv
+        waiting_tokens = waiting * (self.prompt_mean or 0.0)
+        own = self.backlog(self.backlog_rate, now) if self.backlog_rate else 0.0
+        self.upstream_others = max(0.0, waiting_tokens - own)
+        self.upstream_at = now
 
     def observe_prefill(self, tokens: float, ttft_s: float) -> None:
         """``tokens`` (the backlog ahead plus the prompt) were prefilled in ``ttft_s``."""
@@ -173,27 +199,28 @@ class LiveStats:
     def upstream_fresh(self, now: float) -> bool:
         return self.upstream_at > 0 and now - self.upstream_at <= self.upstream_stale_s
 
-    def upstream_wait_s(self, fallback_slot_s: float) -> float:
-        """The wait the upstream's own queue adds (fresh readings only): its waiters,
-        and KV-cache pressure past KV_HIGH as up to a full batch ahead."""
-        if not self.upstream_fresh(time.monotonic()):
+    def kv_wait_s(self, fallback_slot_s: float) -> float:
+        """KV-cache pressure at the upstream past KV_HIGH (fresh readings only), as up
+        to a full batch ahead of this request."""
+        kv = self.upstream_kv
+        if kv is None or kv <= KV_HIGH or not self.upstream_fresh(time.monotonic()):
             return 0.0
-        capacity = max(1, self.upstream_capacity or self.capacity)
-        ahead = self.upstream_waiting
-        if self.upstream_kv is not None and self.upstream_kv > KV_HIGH:
-            ahead += capacity * (self.upstream_kv - KV_HIGH) / (1 - KV_HIGH)
-        return ahead * (self.slot_s or fallback_slot_s) / capacity if ahead > 0 else 0.0
+        return (kv - KV_HIGH) / (1 - KV_HIGH) * (self.slot_s or fallback_slot_s)
 
     def predicted_ttft_s(self, prompt_tokens: int, default_prefill: float,
                          fallback_slot_s: float = 2.0) -> float:
-        """Queue wait (here, and at the upstream) + (backlog ahead + this prompt) /
-        the learned prefill rate."""
+        """Queue wait + (backlog ahead, fleet-wide + this prompt) / the learned
+        prefill rate."""
         rate = self.prefill_tokens_per_s or default_prefill
-        prefill = (self.backlog(rate, time.monotonic()) + prompt_tokens) / rate
+        now = time.monotonic()
+        if self.upstream_at:
+            prefill = (self.fleet_backlog(rate, now) + prompt_tokens) / rate
+        else:
+            prefill = (self.backlog(rate, now) + prompt_tokens) / rate
         ahead = 0 if self.lifo else self.queued
         wait = self.queue_wait_s(ahead, fallback_slot_s)
-        if self.upstream_at:
-            wait += self.upstream_wait_s(fallback_slot_s)
+        if self.upstream_kv is not None:
+            wait += self.kv_wait_s(fallback_slot_s)
         return wait + prefill
 
     def running(self) -> float:

@@ -33,9 +33,15 @@ class Target:
     keys: dict[str, str]                # pool -> API key (one key may serve both)
     model: str = "auto"
     pool_header: bool = True            # send x-routegate-pool for non-interactive pools
+    # Gateway replicas behind a round-robin client (request n goes to n mod len);
+    # empty: every request to ``url``.
+    replicas: tuple[str, ...] = ()
 
     def key(self, pool: str) -> str:
         return self.keys.get(pool) or self.keys["interactive"]
+
+    def url_for(self, n: int) -> str:
+        return self.replicas[n % len(self.replicas)] if self.replicas else self.url
 
 
 @dataclass(frozen=True)
@@ -114,14 +120,14 @@ async def _read_stream(resp: aiohttp.ClientResponse, res: Result, start: float) 
 
 
 async def send_one(session: aiohttp.ClientSession, target: Target, body: bytes,
-                   res: Result) -> None:
+                   res: Result, url: str | None = None) -> None:
     headers = {"authorization": f"Bearer {target.key(res.pool)}",
                "content-type": "application/json"}
     if target.pool_header and res.pool != "interactive":
         headers[POOL_HEADER] = res.pool
     start = time.perf_counter()
     try:
-        async with session.post(target.url + "/v1/chat/completions", data=body,
+        async with session.post((url or target.url) + "/v1/chat/completions", data=body,
                                 headers=headers) as resp:
             res.status = resp.status
             res.model = resp.headers.get("x-routegate-model")
@@ -167,7 +173,7 @@ async def replay(target: Target, trace: list[TraceRequest], limits: RunLimits, *
             res = Result(req.t, req.pool, req.kind, req.prompt_tokens, req.output_tokens,
                          late_s=max(0.0, -delay))
             results.append(res)
-            task = asyncio.create_task(send_one(session, target, body, res))
+            task = asyncio.create_task(send_one(session, target, body, res, target.url_for(n)))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             task.add_done_callback(lambda _: bar.update(1))

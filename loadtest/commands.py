@@ -28,6 +28,8 @@ def register(subparsers: Any) -> None:
     exp = sub.add_parser("experiment", help="load_sweep and with_batch on the demo fleet")
     exp.add_argument("--quick", action="store_true", help="a short version (under 3 minutes)")
     exp.add_argument("--out", type=Path, required=True)
+    exp.add_argument("--scenarios", default="load_sweep,with_batch,two_replicas",
+                     help="comma-separated: load_sweep, with_batch, two_replicas")
     exp.set_defaults(func=cmd_experiment)
 
     run = sub.add_parser("run", help="one trace, at one load or a ramp of loads")
@@ -62,8 +64,15 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from loadtest.report import markdown_table, write_report
 
     _uvloop()
-    report = asyncio.run(run_experiment(QUICK if args.quick else FULL, args.out))
-    report["command"] = "routegate loadtest experiment" + (" --quick" if args.quick else "")
+    from loadtest.experiment import SCENARIOS
+
+    scenarios = tuple(s.strip() for s in args.scenarios.split(",") if s.strip())
+    unknown = set(scenarios) - set(SCENARIOS)
+    if unknown:
+        raise SystemExit(f"unknown scenarios {sorted(unknown)}; known: {', '.join(SCENARIOS)}")
+    report = asyncio.run(run_experiment(QUICK if args.quick else FULL, args.out, scenarios))
+    report["command"] = "routegate loadtest experiment" + (" --quick" if args.quick else "") \
+        + (f" --scenarios {args.scenarios}" if scenarios != SCENARIOS else "")
     paths = write_report(report, args.out)
     print(markdown_table(report))
     print("targets:", report["targets"])

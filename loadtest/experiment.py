@@ -7,7 +7,12 @@
   rises past saturation (one gateway per policy, load points in rising order);
 - ``with_batch``: interactive traffic alone (``batch_rps`` 0), then alongside
   an open-loop batch job (``x-routegate-pool: batch``) that alone would
-  saturate the fleet.
+  saturate the fleet;
+- ``two_replicas``: ``slo_aware`` on the same fleet served by standalone
+  simulators (one per model, so replicas share its queues), with one gateway,
+  then two behind a round-robin client, without and then with the
+  upstreams' load signals (``load_metrics: vllm``, the simulators' /metrics).
+  The replicas share one Redis (the embedded one on their shared data_dir).
 
 The routers compared (``loadtest/fleet.py``, ``POLICY_CHOICES``): ``cheapest``
 (cheapest-first: the cheapest model meeting the request's quality target,
@@ -35,19 +40,28 @@ guessed from synthetic prompts.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loadtest.client import RunLimits, Target
-from loadtest.fleet import energy_table, fleet_config, gateway_policy, gateway_process, slo_of
+from loadtest.fleet import (
+    energy_table,
+    fleet_config,
+    gateway_policy,
+    gateway_process,
+    slo_of,
+    standalone_fleet,
+)
 from loadtest.prompts import PromptBuilder
 from loadtest.run import BookKeeping, measure_run
 from loadtest.stats import Slo
 from loadtest.traces import TraceRequest, azure_trace, merge, with_pool, with_quality
 
 POLICIES = ["cheapest", "quality", "slo_aware"]
+SCENARIOS = ("load_sweep", "with_batch", "two_replicas")
 QUALITY_MIX = {0.6: 0.8, 0.75: 0.2}   # most chat is easy for small; a fifth asks for more
 TRACE_OFFSET = 2000                   # skip the trace's first half hour's quiet start
 
@@ -107,6 +121,41 @@ async def _runs_on_gateway(policy: str, work: list[tuple[dict[str, Any], list[Tr
     return rows
 
 
+async def _runs_on_replicas(replicas: int, signals: bool, plan: Plan, tmp: Path,
+                            builder: PromptBuilder) -> list[dict[str, Any]]:
+    """slo_aware on the standalone fleet: ``replicas`` gateways, round-robin, one sweep."""
+    policy = "slo_aware"
+    name = f"{replicas}x{'-signals' if signals else ''}"
+    base = fleet_config(policy, tmp / name)
+    rows = []
+    with standalone_fleet(base, tmp / name / "fleet", signals=signals) as config, \
+            contextlib.ExitStack() as stack:
+        gws = [stack.enter_context(gateway_process(config, tmp / name / f"replica{i}"))
+               for i in range(replicas)]
+        target = Target(gws[0].url, gws[0].keys, replicas=tuple(gw.url for gw in gws))
+        books = BookKeeping(gws[0].keys, energy_table(config))
+        limits = RunLimits(plan.window_s, 100_000, plan.grace_s)
+        for rps in sorted(plan.loads):
+            label = {"scenario": "two_replicas", "offered_rps": float(rps), "batch_rps": 0.0,
+                     "replicas": replicas, "signals": signals}
+            print(f"  two_replicas {policy} replicas={replicas} signals={signals} "
+                  f"interactive={rps}", flush=True)
+            row = await measure_run(target, interactive_trace(plan, rps), limits, _slos(),
+                                    books=books, builder=builder,
+                                    gateway_cpu=lambda: sum(gw.cpu_seconds() for gw in gws))
+            rows.append({**label, "policy": f"{policy} x{replicas}"
+                         + (" +signals" if signals else ""),
+                         "gateway_policy": gateway_policy(policy)[0], **row})
+    return rows
+
+
+async def two_replicas(plan: Plan, tmp: Path, builder: PromptBuilder) -> list[dict[str, Any]]:
+    rows = []
+    for replicas, signals in ((1, False), (2, False), (2, True)):
+        rows += await _runs_on_replicas(replicas, signals, plan, tmp, builder)
+    return rows
+
+
 async def load_sweep(plan: Plan, tmp: Path, builder: PromptBuilder) -> list[dict[str, Any]]:
     rows = []
     for policy in plan.policies:
@@ -143,6 +192,19 @@ def targets(runs: list[dict[str, Any]], slo_ttft_ms: float) -> dict[str, Any]:
     if admit and slo:   # not a target: how much of the gain is the routing's own
         g2 = admit["pools"]["interactive"]["goodput_rps"]
         out["goodput_ratio_vs_cheapest_on_time"] = round(g1 / g2, 2) if g2 else None
+    fleet = [r for r in runs if r["scenario"] == "two_replicas"]
+    if fleet:   # the fleet across hosts: 2 replicas keep >= 0.9x one replica's goodput
+        top2 = max(r["offered_rps"] for r in fleet)
+        goodput = {(r["replicas"], r["signals"]): r["pools"]["interactive"]["goodput_rps"]
+                   for r in fleet if r["offered_rps"] == top2}
+        one = goodput.get((1, False))
+        out["two_replicas_highest_load_rps"] = top2
+        for signals, key in ((True, "two_replicas_goodput_ratio"),
+                             (False, "two_replicas_goodput_ratio_without_signals")):
+            two = goodput.get((2, signals))
+            out[key] = round(two / one, 2) if one and two is not None else None
+        ratio = out["two_replicas_goodput_ratio"]
+        out["two_replicas_met"] = ratio is not None and ratio >= 0.9
     mixed = [r for r in runs if r["scenario"] == "with_batch" and r["batch_rps"] > 0]
     if mixed:
         p95 = mixed[0]["pools"]["interactive"]["ttft_ms"]["p95"]
@@ -153,11 +215,16 @@ def targets(runs: list[dict[str, Any]], slo_ttft_ms: float) -> dict[str, Any]:
     return out
 
 
-async def run_experiment(plan: Plan, out: Path) -> dict[str, Any]:
+async def run_experiment(plan: Plan, out: Path, scenarios: tuple[str, ...] = SCENARIOS
+                         ) -> dict[str, Any]:
     started = time.time()
     builder = PromptBuilder()
     tmp = out / "work"
-    runs = await load_sweep(plan, tmp, builder) + await with_batch(plan, tmp, builder)
+    runs: list[dict[str, Any]] = []
+    for name, scenario in (("load_sweep", load_sweep), ("with_batch", with_batch),
+                           ("two_replicas", two_replicas)):
+        if name in scenarios:
+            runs += await scenario(plan, tmp, builder)
     ttft, tpot = slo_of()
     return {
         "plan": asdict(plan), "quality_mix": {str(k): v for k, v in QUALITY_MIX.items()},

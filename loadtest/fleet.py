@@ -51,7 +51,7 @@ from typing import Any
 
 import yaml
 
-from loadtest.targets import free_port, running
+from loadtest.targets import free_port, running, server
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = REPO / "config" / "routegate.yaml"
@@ -168,3 +168,36 @@ def slo_of(base: Path = DEMO_CONFIG) -> tuple[float, float]:
     the fleet's own config, never from a policy override that switched the SLO off."""
     inter = (yaml.safe_load(base.read_text()).get("pools") or {}).get("interactive") or {}
     return inter.get("ttft_ms", 450) / 1000, inter.get("tpot_ms", 40) / 1000
+
+
+@contextlib.contextmanager
+def standalone_fleet(config: dict[str, Any], tmp: Path, *, signals: bool = False
+                     ) -> Iterator[dict[str, Any]]:
+    """``config`` with each chat model served by its own standalone simulator
+    (``backends/sim_server.py``, the model's physics), so that several gateway
+    replicas share one fleet's queues. ``signals``: each model reads its
+    simulator's vLLM-format /metrics (``load_metrics``)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    out = copy.deepcopy(config)
+    models = []
+    with contextlib.ExitStack() as stack:
+        for model in out["models"]:
+            if model.get("kind") == "embedding":
+                continue
+            sim = model.pop("simulate")
+            port = free_port()
+            args = ["backends.sim_server", "--port", str(port),
+                    "--prefill", str(sim["prefill_tokens_per_s"]), "--tpot-ms", str(sim["tpot_ms"]),
+                    "--batch-slowdown", str(sim.get("batch_slowdown", 0.04)),
+                    "--max-batch", str(sim["max_batch"]),
+                    "--output-mean", str(int(sim["output_tokens_mean"]))]
+            url = stack.enter_context(server(args, "/health", port, tmp / f"sim-{model['name']}.log"))
+            model.update(backend="openai_compat", base_url=url + "/v1", upstream_model="default")
+            # The gateway knows only what it is told and what it measures: the
+            # upstream's batch size, not its physics.
+            model["scheduler"] = {**(model.get("scheduler") or {}), "max_concurrency": sim["max_batch"]}
+            if signals:
+                model["load_metrics"] = {"format": "vllm", "interval_s": 1.0}
+            models.append(model)
+        out["models"] = models
+        yield out

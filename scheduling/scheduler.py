@@ -169,7 +169,7 @@ class PoolScheduler:
         queue is on average, and a newcomer served first makes a waiter late."""
         stats = self.stats
         rate = stats.prefill_tokens_per_s or self.default_prefill
-        prefill = (stats.backlog(rate, time.monotonic()) + prompt_tokens) / rate
+        prefill = (stats.fleet_backlog(rate, time.monotonic()) + prompt_tokens) / rate
         wait = stats.queue_wait_s(self.interactive.queued, DEFAULT_SLOT_S)
         if wait + prefill > self.slo_ttft_s:
             self._refuse(f"start it within the {self.slo_ttft_s * 1000:.0f} ms TTFT SLO "
@@ -199,7 +199,7 @@ class PoolScheduler:
             return False
         stats = self.stats
         rate = stats.prefill_tokens_per_s or self.default_prefill
-        backlog = stats.backlog(rate, time.monotonic()) + prompt_tokens
+        backlog = stats.fleet_backlog(rate, time.monotonic()) + prompt_tokens
         return stats.queue_wait_s(0, 0.0) + backlog / rate < self.backoff_ttft_s
 
     def _admit(self, lane: Lane, prompt_tokens: int) -> Ticket:

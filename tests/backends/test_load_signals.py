@@ -64,26 +64,30 @@ def test_each_format_is_read_bounded_and_per_model() -> None:
 
 
 def test_the_simulators_queue_is_seen_and_goes_stale() -> None:
-    with run_simulator("--max-batch", "2", "--tpot-ms", "50", "--prefill", "100000") as url:
+    # Prefill at 20 tokens/s, one at a time: each short prompt takes about half a
+    # second, so of 5 requests on 4 slots, 1 prefills and 4 wait.
+    with run_simulator("--max-batch", "4", "--tpot-ms", "50", "--prefill", "20") as url:
         stats = LiveStats()
         poller = LoadPoller(model(url, "vllm", stale_s=1.0), stats)
         assert poller.urls == [url.removesuffix("/v1") + "/metrics"]
         assert asyncio.run(poll_once(poller)) and stats.upstream_running == 0
-        idle_ttft = stats.predicted_ttft_s(100, 100_000, fallback_slot_s=2.0)
-        threads = in_background(url, "default", 5, 40)   # 2 s each; 2 run, 3 wait
-        time.sleep(0.5)
-        assert asyncio.run(poll_once(poller))
+        stats.add_backlog(10, 20.0, time.monotonic() - 60)   # this replica's prompts: ~10
+        idle_ttft = stats.predicted_ttft_s(10, 20.0, fallback_slot_s=2.0)
+        threads = in_background(url, "default", 5, 10)
+        time.sleep(0.25)
         sim = httpx.get(url.removesuffix("/v1") + "/sim/stats").json()["default"]
-        assert (stats.upstream_running, stats.upstream_waiting) == (2, 3) == (
-            sim["running"], sim["queued"])
+        assert asyncio.run(poll_once(poller))
+        assert (stats.upstream_running, stats.upstream_waiting) == (1, 4) == (
+            sim["running"] - sim["prefill_queued"], sim["queued"] + sim["prefill_queued"])
         assert stats.upstream_kv == 1.0
-        # Three waiting at the upstream, served two at a time: this replica's
-        # prediction counts them, though it admitted none of them.
-        busy_ttft = stats.predicted_ttft_s(100, 100_000, fallback_slot_s=2.0)
-        assert busy_ttft > idle_ttft + 2.0
-        assert stats.predicted_tpot_s(0.05) > 0.05
+        # Four waiting at the upstream that this replica did not admit: their
+        # prompts join its predicted prefill backlog (4 x 10 tokens at 20/s).
+        busy_ttft = stats.predicted_ttft_s(10, 20.0, fallback_slot_s=2.0)
+        full_kv = stats.kv_wait_s(2.0)             # every slot held: up to a slot's wait
+        assert full_kv == pytest.approx(2.0)
+        assert busy_ttft - full_kv == pytest.approx(idle_ttft + 4 * 10 / 20.0, abs=0.01)
         time.sleep(1.1)                                    # stale: back to its own figures
-        assert stats.predicted_ttft_s(100, 100_000, fallback_slot_s=2.0) == pytest.approx(
+        assert stats.predicted_ttft_s(10, 20.0, fallback_slot_s=2.0) == pytest.approx(
             idle_ttft, abs=1e-3)
         for t in threads:
             t.join()

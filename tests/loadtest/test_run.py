@@ -7,6 +7,8 @@ import json
 import time
 from pathlib import Path
 
+import httpx
+
 from loadtest.client import RunLimits, Target
 from loadtest.fleet import energy_table, fleet_config, gateway_process
 from loadtest.report import markdown_table, write_report
@@ -45,3 +47,32 @@ def test_bounded_run_reports_latency_goodput_and_books(tmp_path: Path) -> None:
                                        "routing_mix.png"}
     assert "_results" not in json.loads((tmp_path / "out" / "report.json").read_text())["runs"][0]
     assert "| run | cheapest | 6 |" in markdown_table(report)
+
+
+def answered(url: str) -> float:
+    """Interactive requests a gateway answered 200, from its /metrics."""
+    return sum(float(line.split()[-1]) for line in httpx.get(url + "/metrics").text.splitlines()
+               if line.startswith("routegate_requests_total") and 'status="200"' in line
+               and "interactive" in line)
+
+
+def test_two_replicas_share_one_standalone_fleet_round_robin(tmp_path: Path) -> None:
+    """The two_replicas scenario's plumbing: one simulator per model, both
+    gateways in front of it, the client alternating, the books shared."""
+    from loadtest.fleet import standalone_fleet
+
+    base = fleet_config("slo_aware", tmp_path)
+    trace = mix_trace("chat", rps=6, duration_s=2, seed=3)
+    with standalone_fleet(base, tmp_path / "fleet", signals=True) as config:
+        assert {m["backend"] for m in config["models"]} == {"openai_compat"}
+        assert all(m["load_metrics"]["format"] == "vllm" for m in config["models"])
+        with gateway_process(config, tmp_path / "a") as a, gateway_process(config, tmp_path / "b") as b:
+            target = Target(a.url, a.keys, replicas=(a.url, b.url))
+            assert [target.url_for(n) for n in range(3)] == [a.url, b.url, a.url]
+            row = asyncio.run(measure_run(target, trace, RunLimits(duration_s=2, grace_s=8),
+                                          SLOS, books=BookKeeping(a.keys), progress=False))
+            served = {gw.url: answered(gw.url) for gw in (a, b)}
+    inter = row["pools"]["interactive"]
+    assert inter["completed"] == inter["sent"] > 5
+    assert all(n > 0 for n in served.values()), served       # both replicas served
+    assert row["books"]["interactive"]["billed_requests"] == inter["completed"]
