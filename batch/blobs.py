@@ -109,3 +109,37 @@ class DirectoryBlobStore:
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
+
+
+class ReadThroughBlobStore:
+    """Writes to ``primary``; reads fall back to ``legacy`` for blobs written
+    before the switch (a gateway that moved from ``local`` to ``redis``), so that
+    files uploaded before an upgrade stay readable until they expire."""
+
+    def __init__(self, primary: BlobStore, legacy: BlobStore) -> None:
+        self.primary, self.legacy = primary, legacy
+
+    def describe(self) -> str:
+        return f"{self.primary.describe()} (and, for older files, {self.legacy.describe()})"
+
+    def put(self, key: str, src: BinaryIO) -> int:
+        return self.primary.put(key, src)
+
+    def put_bytes(self, key: str, data: bytes) -> int:
+        return self.primary.put_bytes(key, data)
+
+    def open(self, key: str) -> BinaryIO:
+        try:
+            return self.primary.open(key)
+        except BlobMissing:
+            return self.legacy.open(key)
+
+    def read_range(self, key: str, offset: int, length: int) -> bytes:
+        try:
+            return self.primary.read_range(key, offset, length)
+        except BlobMissing:
+            return self.legacy.read_range(key, offset, length)
+
+    def delete(self, key: str) -> None:
+        self.primary.delete(key)
+        self.legacy.delete(key)

@@ -33,7 +33,7 @@ from batch import (
     WorkQueue,
 )
 from batch.blob_probe import SharedStoreProbe
-from batch.blobs import BlobStore
+from batch.blobs import BlobStore, ReadThroughBlobStore
 from batch.records import Owner
 from budget.redis_client import sync_redis
 from core.config import GatewayConfig
@@ -111,7 +111,8 @@ async def open_batch_service(gw: AppState) -> BatchService | None:
         return None
     keys = BatchKeys(settings.key_prefix)
     redis = gw.redis.client
-    kind, blobs = open_blob_store(gw)
+    older = Path(gw.config.data_dir) / "files"
+    kind, blobs = open_blob_store(gw, older_files=await asyncio.to_thread(_has_files, older))
     log.info("batch: file bytes in %s", blobs.describe())
     files = FileStore(redis, keys, blobs, quota_bytes=settings.team_storage_bytes,
                       default_expiry_s=settings.file_expiry_s)
@@ -125,7 +126,11 @@ async def open_batch_service(gw: AppState) -> BatchService | None:
     return service
 
 
-def open_blob_store(gw: AppState) -> tuple[str, BlobStore]:
+def _has_files(directory: Path) -> bool:
+    return directory.is_dir() and any(directory.iterdir())
+
+
+def open_blob_store(gw: AppState, *, older_files: bool = False) -> tuple[str, BlobStore]:
     """``batch.blob_store``: auto is redis, unless the Redis is the embedded one."""
     settings, replica = gw.config.batch, gw.replica_id
     kind = settings.blob_store
@@ -138,13 +143,18 @@ def open_blob_store(gw: AppState) -> tuple[str, BlobStore]:
         assert s3 is not None   # the config's validator
         return kind, S3BlobStore(s3.bucket, prefix=s3.prefix, endpoint_url=s3.endpoint_url,
                                  region=s3.region, replica=replica)
+    local = DirectoryBlobStore(Path(gw.config.data_dir) / "files", replica=replica)
     if kind == "redis" and gw.redis is not None:
         from batch.blob_redis import RedisBlobStore
 
-        return kind, RedisBlobStore(sync_redis(gw.redis.url, gw.redis.cluster),
-                                    settings.key_prefix, chunk_bytes=settings.blob_chunk_bytes,
-                                    replica=replica)
-    return "local", DirectoryBlobStore(Path(gw.config.data_dir) / "files", replica=replica)
+        store: BlobStore = RedisBlobStore(sync_redis(gw.redis.url, gw.redis.cluster),
+                                          settings.key_prefix,
+                                          chunk_bytes=settings.blob_chunk_bytes, replica=replica)
+        if settings.blob_store == "auto" and older_files:
+            # Upgraded from the local store: its files stay readable until they expire.
+            store = ReadThroughBlobStore(store, local)
+        return kind, store
+    return "local", local
 
 
 def batch_service(gw: AppState) -> BatchService:

@@ -24,7 +24,7 @@ from redis.cluster import RedisCluster
 
 from batch.blob_redis import RedisBlobStore
 from batch.blob_s3 import S3BlobStore
-from batch.blobs import BlobMissing, DirectoryBlobStore
+from batch.blobs import BlobMissing, DirectoryBlobStore, ReadThroughBlobStore
 from tests.budget.servers import RedisClusterNodes
 from tests.support import free_port, wait_http
 
@@ -143,4 +143,24 @@ def test_the_redis_store_on_a_real_cluster(tmp_path: Path) -> None:
         # Different blobs land on different nodes; one blob's keys share a slot.
         slots = {client.keyslot(f"rgb:{{blob:file-{i}}}") for i in range(20)}
         assert len(slots) > 1
+        client.close()
+
+
+def test_files_written_before_a_move_to_redis_stay_readable(tmp_path: Path) -> None:
+    local = DirectoryBlobStore(tmp_path / "files", replica="r1")
+    local.put_bytes("file-old", b"before the upgrade\n")
+    client = redis.Redis.from_url(SHARED_REDIS)
+    prefix = f"rgbtest-{uuid.uuid4().hex[:10]}"
+    store = ReadThroughBlobStore(RedisBlobStore(client, prefix, replica="r1"), local)
+    try:
+        store.put_bytes("file-new", b"after\n")
+        assert store.read_range("file-old", 0, 100) == b"before the upgrade\n"
+        assert store.open("file-new").read() == b"after\n"
+        assert not (tmp_path / "files" / "file-new").exists()   # new bytes go to Redis
+        store.delete("file-old")
+        with pytest.raises(BlobMissing):
+            store.open("file-old")
+    finally:
+        for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+            client.delete(key)
         client.close()
