@@ -9,6 +9,7 @@ from typing import Any
 
 EWMA_ALPHA = 0.2
 KV_HIGH = 0.9         # upstream KV-cache use past which new sequences start to wait
+MAX_OTHERS_RATIO = 16.0   # the other replicas' prefill backlog, at most this many times ours
 WINDOW = 256          # samples in the windowed p95
 P95_EVERY = 16        # new samples between two refreshes of a p95
 
@@ -106,6 +107,7 @@ class LiveStats:
     upstream_stale_s: float = 3.0      # older readings are ignored
     upstream_capacity: int = 0         # the model's max_concurrency, all gateway replicas
     upstream_others: float = 0.0       # prompt tokens waiting there that others admitted
+    upstream_ratio: float = 0.0        # EWMA of their backlog over ours, at the readings
     prompt_mean: float | None = None   # EWMA of the prompt tokens admitted
     backlog_rate: float = 0.0          # the prefill rate the backlog was last drained at
     ttft_window: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
@@ -169,7 +171,10 @@ class LiveStats:
         upstream while its readings are fresh."""
         own = self.backlog(rate, now)
         if self.upstream_at and self.upstream_fresh(now):
-            return own + self.upstream_others
+            # The others' share, as measured at the reading, applied to this
+            # replica's backlog now: a 1 s old count of theirs is stale at TTFT
+            # scale, but behind one load balancer their load moves with ours.
+            return own * (1.0 + self.upstream_ratio) if own > 0 else self.upstream_others
         return own
 
     def take_upstream(self, running: float, waiting: float, kv: float | None, now: float
@@ -179,6 +184,8 @@ class LiveStats:
         waiting_tokens = waiting * (self.prompt_mean or 0.0)
         own = self.backlog(self.backlog_rate, now) if self.backlog_rate else 0.0
         self.upstream_others = max(0.0, waiting_tokens - own)
+        ratio = min(MAX_OTHERS_RATIO, self.upstream_others / max(own, self.prompt_mean or 1.0))
+        self.upstream_ratio = _ewma(self.upstream_ratio if self.upstream_at else None, ratio)
         self.upstream_at = now
 
     def observe_prefill(self, tokens: float, ttft_s: float) -> None:
