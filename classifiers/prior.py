@@ -30,7 +30,6 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
-from sklearn.linear_model import Ridge
 
 from classifiers.features import Features, bounded_window
 
@@ -96,6 +95,9 @@ def seen_buckets(bigrams: Sequence[np.ndarray], n_buckets: int) -> tuple[np.ndar
 
 def fit_prior(shape: np.ndarray, learned: np.ndarray, groups: Sequence[str]) -> tuple[np.ndarray, float]:
     """(weights, intercept): within-group ridge of the learned difficulty on shape."""
+    # Training only: sklearn takes 0.8 s to import, which every gateway start paid.
+    from sklearn.linear_model import Ridge
+
     x, y = shape.copy(), learned.astype(np.float64).copy()
     labels = np.asarray(groups)
     for group in np.unique(labels):
