@@ -108,6 +108,7 @@ class LiveStats:
     upstream_capacity: int = 0         # the model's max_concurrency, all gateway replicas
     upstream_others: float = 0.0       # prompt tokens waiting there that others admitted
     upstream_ratio: float = 0.0        # EWMA of their backlog over ours, at the readings
+    upstream_own: int = 0              # what this process had admitted at the reading
     prompt_mean: float | None = None   # EWMA of the prompt tokens admitted
     backlog_rate: float = 0.0          # the prefill rate the backlog was last drained at
     ttft_window: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
@@ -186,6 +187,7 @@ class LiveStats:
         self.upstream_others = max(0.0, waiting_tokens - own)
         ratio = min(MAX_OTHERS_RATIO, self.upstream_others / max(own, self.prompt_mean or 1.0))
         self.upstream_ratio = _ewma(self.upstream_ratio if self.upstream_at else None, ratio)
+        self.upstream_own = self.admitted
         self.upstream_at = now
 
     def observe_prefill(self, tokens: float, ttft_s: float) -> None:

@@ -30,6 +30,8 @@ def register(subparsers: Any) -> None:
     exp.add_argument("--out", type=Path, required=True)
     exp.add_argument("--scenarios", default="load_sweep,with_batch,two_replicas",
                      help="comma-separated: load_sweep, with_batch, two_replicas")
+    exp.add_argument("--signals-interval", type=float, default=1.0,
+                     help="two_replicas: seconds between a gateway's reads of /metrics")
     exp.set_defaults(func=cmd_experiment)
 
     run = sub.add_parser("run", help="one trace, at one load or a ramp of loads")
@@ -70,9 +72,15 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     unknown = set(scenarios) - set(SCENARIOS)
     if unknown:
         raise SystemExit(f"unknown scenarios {sorted(unknown)}; known: {', '.join(SCENARIOS)}")
-    report = asyncio.run(run_experiment(QUICK if args.quick else FULL, args.out, scenarios))
+    import dataclasses
+
+    plan = dataclasses.replace(QUICK if args.quick else FULL,
+                               signals_interval_s=args.signals_interval)
+    report = asyncio.run(run_experiment(plan, args.out, scenarios))
     report["command"] = "routegate loadtest experiment" + (" --quick" if args.quick else "") \
-        + (f" --scenarios {args.scenarios}" if scenarios != SCENARIOS else "")
+        + (f" --scenarios {args.scenarios}" if scenarios != SCENARIOS else "") \
+        + (f" --signals-interval {args.signals_interval:g}" if args.signals_interval != 1.0
+           else "")
     paths = write_report(report, args.out)
     print(markdown_table(report))
     print("targets:", report["targets"])

@@ -76,6 +76,7 @@ class Plan:
     policies: list[str] = field(default_factory=lambda: list(POLICIES))
     batch_policy: str = "slo_aware"
     max_output: int = 256
+    signals_interval_s: float = 1.0   # two_replicas: how often a gateway reads /metrics
 
 
 QUICK = Plan(loads=[6, 14, 24], window_s=6, grace_s=6, mixed_rps=6, batch_rps=16)
@@ -128,7 +129,8 @@ async def _runs_on_replicas(replicas: int, signals: bool, plan: Plan, tmp: Path,
     name = f"{replicas}x{'-signals' if signals else ''}"
     base = fleet_config(policy, tmp / name)
     rows = []
-    with standalone_fleet(base, tmp / name / "fleet", signals=signals) as config, \
+    with standalone_fleet(base, tmp / name / "fleet", signals=signals,
+                          interval_s=plan.signals_interval_s) as config, \
             contextlib.ExitStack() as stack:
         gws = [stack.enter_context(gateway_process(config, tmp / name / f"replica{i}"))
                for i in range(replicas)]

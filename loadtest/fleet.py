@@ -171,8 +171,8 @@ def slo_of(base: Path = DEMO_CONFIG) -> tuple[float, float]:
 
 
 @contextlib.contextmanager
-def standalone_fleet(config: dict[str, Any], tmp: Path, *, signals: bool = False
-                     ) -> Iterator[dict[str, Any]]:
+def standalone_fleet(config: dict[str, Any], tmp: Path, *, signals: bool = False,
+                     interval_s: float = 1.0) -> Iterator[dict[str, Any]]:
     """``config`` with each chat model served by its own standalone simulator
     (``backends/sim_server.py``, the model's physics), so that several gateway
     replicas share one fleet's queues. ``signals``: each model reads its
@@ -197,7 +197,7 @@ def standalone_fleet(config: dict[str, Any], tmp: Path, *, signals: bool = False
             # upstream's batch size, not its physics.
             model["scheduler"] = {**(model.get("scheduler") or {}), "max_concurrency": sim["max_batch"]}
             if signals:
-                model["load_metrics"] = {"format": "vllm", "interval_s": 1.0}
+                model["load_metrics"] = {"format": "vllm", "interval_s": interval_s}
             models.append(model)
         out["models"] = models
         yield out

@@ -19,7 +19,10 @@ The rules, in order:
 
 - At most ``model.max_concurrency`` requests run (``scheduler.max_concurrency``
   per replica, default ``simulate.max_batch``, else 64), split among the
-  gateway processes in front of it (``scheduling/fleet.py``).
+  gateway processes in front of it (``scheduling/fleet.py``). A static split
+  leaves one replica's idle share unused while another queues; where the
+  upstream publishes its load (``load_metrics``), a replica also takes its
+  1/N of the slots the upstream reports free (``_limit``).
 - Interactive is admitted first: a freed slot goes to the oldest interactive
   waiter (the newest once the queue is standing: adaptive LIFO), and only
   then to batch.
@@ -112,6 +115,7 @@ class PoolScheduler:
         self.stats = stats
         self.configured = model.max_concurrency    # for all gateway replicas together
         self.max_concurrency = model.max_concurrency
+        self.replicas = 1
         self.active = 0
         self.interactive = Lane("interactive", cfg.interactive_queue, cfg.interactive_wait_s)
         self.batch = Lane("batch", cfg.batch_queue, cfg.batch_wait_s)
@@ -144,6 +148,7 @@ class PoolScheduler:
     def share(self, replicas: int) -> None:
         """Admit this replica's share of the model's concurrency, when ``replicas``
         gateway processes front it (``scheduling/fleet.py``)."""
+        self.replicas = replicas
         self.max_concurrency = max(1, math.ceil(self.configured / replicas))
         self.batch_limit = max(1, math.floor(self.max_concurrency * (1 - self.batch_reserve)))
         self.stats.capacity = self.max_concurrency
@@ -157,9 +162,22 @@ class PoolScheduler:
         if self.refuse_late and lane is self.interactive:
             # What is left of the SLO once this prompt is prefilled: the longest wait.
             timeout = min(timeout, self._refuse_if_late(prompt_tokens))
-        if self.active < self.max_concurrency and self._may_start(lane, prompt_tokens):
+        if self.active < self._limit() and self._may_start(lane, prompt_tokens):
             return self._admit(lane, prompt_tokens)
         return await self._wait(lane, prompt_tokens, min(timeout, lane.wait_s))
+
+    def _limit(self) -> int:
+        """This replica's share of the model's concurrency, plus, while the upstream's
+        readings are fresh, its 1/N of the slots the upstream reported free. Its
+        own share stays its own: no other replica's borrowing takes it."""
+        limit = self.max_concurrency
+        stats = self.stats
+        if self.replicas > 1 and stats.upstream_at and stats.upstream_fresh(time.monotonic()):
+            free = self.configured - stats.upstream_running - stats.upstream_waiting
+            if free >= self.replicas:
+                limit = min(self.configured,
+                            max(limit, stats.upstream_own + int(free // self.replicas)))
+        return limit
 
     def _refuse_if_late(self, prompt_tokens: int) -> float:
         """On-time admission: refuse a request predicted to start past the TTFT
@@ -170,7 +188,10 @@ class PoolScheduler:
         stats = self.stats
         rate = stats.prefill_tokens_per_s or self.default_prefill
         prefill = (stats.fleet_backlog(rate, time.monotonic()) + prompt_tokens) / rate
-        wait = stats.queue_wait_s(self.interactive.queued, DEFAULT_SLOT_S)
+        if self.active < self._limit() and not self.interactive.waiters:
+            wait = 0.0      # a slot is free now (a borrowed one included)
+        else:
+            wait = stats.queue_wait_s(self.interactive.queued, DEFAULT_SLOT_S)
         if wait + prefill > self.slo_ttft_s:
             self._refuse(f"start it within the {self.slo_ttft_s * 1000:.0f} ms TTFT SLO "
                          f"(predicted {wait + prefill:.2f} s)")
@@ -285,7 +306,8 @@ class PoolScheduler:
 
     def _wake(self) -> None:
         """Hand free slots to waiters: interactive first, then batch if it may."""
-        while self.active < self.max_concurrency:
+        limit = self._limit()
+        while self.active < limit:
             lane = self.interactive if self.interactive.waiters else self.batch
             if not lane.waiters:
                 break
