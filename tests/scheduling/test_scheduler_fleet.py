@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
+import pytest
 import redis.asyncio as aioredis
 
 from core.config import ModelConfig, Price
+from core.errors import ServiceUnavailable
 from core.types import LiveStats
 from scheduling.fleet import FleetShare
 from scheduling.scheduler import PoolScheduler
@@ -56,3 +59,28 @@ def test_a_grown_share_admits_the_waiters_at_once() -> None:
         s.release(ticket)
         s.release(held)
     asyncio.run(asyncio.wait_for(body(), 20))
+
+
+def test_a_replica_borrows_its_share_of_what_the_upstream_reports_free() -> None:
+    async def body() -> None:
+        s = scheduler()                       # max_concurrency 9 for the fleet
+        s.share(2)                            # two replicas: 5 each
+        tickets = [await s.acquire("interactive", 10, timeout=1) for _ in range(5)]
+        with pytest.raises(ServiceUnavailable):   # its share is full, and nothing is known
+            await s.acquire("interactive", 10, timeout=0.05)
+        # The upstream runs only these 5: 4 free, 2 of them this replica's to take.
+        s.stats.take_upstream(5, 0, None, time.monotonic())
+        tickets += [await s.acquire("interactive", 10, timeout=0.05) for _ in range(2)]
+        with pytest.raises(ServiceUnavailable):
+            await s.acquire("interactive", 10, timeout=0.05)
+        s.stats.upstream_at = time.monotonic() - 10   # stale: back to the share
+        for t in tickets[:3]:
+            s.release(t)
+        assert s.active == 4
+        tickets = tickets[3:] + [await s.acquire("interactive", 10, timeout=0.05)]
+        with pytest.raises(ServiceUnavailable):
+            await s.acquire("interactive", 10, timeout=0.05)
+        for t in tickets:
+            s.release(t)
+
+    asyncio.run(body())
