@@ -4,8 +4,8 @@
     python loadtest/bench_batch.py --lines 2000 --replicas 1 --concurrency 16
 
 Starts the standalone simulator (fast physics, as in the tests) and gateway
-replicas sharing the Redis on 127.0.0.1:6379 (unique key prefixes) and one
-data_dir, uploads N chat lines with the official SDK, creates the batch and
+replicas sharing the Redis on 127.0.0.1:6379 (unique key prefixes; the file
+bytes in its redis blob store), uploads N chat lines with the official SDK, creates the batch and
 polls until it completes. Prints, per replica count: upload time, create →
 completed time, and lines/s over that span.
 """
