@@ -100,9 +100,11 @@ def test_past_the_hard_limit_is_a_429_insufficient_quota(limited_gateway: Gatewa
     assert error.status_code == 429
     assert {k: error.body[k] for k in expected} == expected          # type: ignore[index]
     assert error.body["message"]                                     # type: ignore[index]
+    # The same request, streamed: its worst case is what was just refused (a
+    # shorter prompt's smaller reservation could still fit the headroom left).
     with pytest.raises(openai.RateLimitError) as streamed:
-        for _ in client.responses.create(model="fast", input="Again?", stream=True,
-                                         max_output_tokens=16):
+        for _ in client.responses.create(model="fast", input="Short answer, please.",
+                                         stream=True, max_output_tokens=16):
             pass
     assert {k: streamed.value.body[k] for k in expected} == expected  # type: ignore[index]
     assert spent(limited_gateway) <= HARD_USD * 1e9
