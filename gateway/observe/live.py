@@ -32,6 +32,9 @@ class ModelLive:
     breaker: str
     in_flight: int
     queued: dict[str, int]            # pool -> requests waiting in the scheduler
+    # The upstream's own figures (load_metrics): running, waiting, KV use (or
+    # None), and the reading's age in seconds; None before the first reading.
+    upstream: tuple[float, float, float | None, float] | None = None
 
     @property
     def breaker_code(self) -> int:
@@ -69,7 +72,11 @@ def model_figures(gw: AppState) -> list[ModelLive]:
         stats = backend.stats
         queued = {"interactive": getattr(stats, "queued", 0),   # the scheduler's, when present
                   "batch": getattr(stats, "queued_batch", 0)}
-        out.append(ModelLive(name, gw.breakers[name].state, stats.in_flight, queued))
+        upstream = None
+        if stats.upstream_at:
+            upstream = (stats.upstream_running, stats.upstream_waiting, stats.upstream_kv,
+                        time.monotonic() - stats.upstream_at)
+        out.append(ModelLive(name, gw.breakers[name].state, stats.in_flight, queued, upstream))
     return out
 
 

@@ -26,6 +26,9 @@ Live, as this worker sees them at the scrape (gauges):
 
     routegate_breaker_state{model}                     0 closed, 1 open, 2 half-open, 3 resting
     routegate_in_flight{model}; routegate_queue_depth{model,pool}
+    routegate_upstream_running{model}; routegate_upstream_waiting{model}
+    routegate_upstream_kv_usage{model}; routegate_upstream_reading_age_seconds{model}
+                                                       the upstream's own figures (load_metrics)
     routegate_budget_remaining_usd{team}               hard limit left, as last seen, no Redis call
     routegate_batch_lines{state}                       active batches (one bounded read)
     routegate_budget_journal_quarantined_total
@@ -195,11 +198,24 @@ def live_families(live: LiveFigures) -> Iterator[Metric]:
                                   labels=["model"])
     queued = GaugeMetricFamily("routegate_queue_depth", "Requests waiting in the scheduler",
                                labels=["model", "pool"])
+    upstream = {name: GaugeMetricFamily(f"routegate_upstream_{name}", about, labels=["model"])
+                for name, about in (
+                    ("running", "Sequences the upstream runs, all replicas' (its /metrics)"),
+                    ("waiting", "Requests waiting at the upstream itself (its /metrics)"),
+                    ("kv_usage", "The upstream's KV-cache use, 0..1 (its /metrics)"),
+                    ("reading_age_seconds", "Age of the last reading of the upstream's /metrics"))}
     for m in live.models:
         breaker.add_metric([m.model], m.breaker_code)
         in_flight.add_metric([m.model], m.in_flight)
         for pool, depth in m.queued.items():
             queued.add_metric([m.model, pool], depth)
+        if m.upstream is not None:
+            running, waiting, kv, age = m.upstream
+            upstream["running"].add_metric([m.model], running)
+            upstream["waiting"].add_metric([m.model], waiting)
+            if kv is not None:
+                upstream["kv_usage"].add_metric([m.model], kv)
+            upstream["reading_age_seconds"].add_metric([m.model], age)
     budget = GaugeMetricFamily("routegate_budget_remaining_usd",
                                "Hard budget left as this worker last saw it",
                                labels=["team"])
@@ -210,7 +226,7 @@ def live_families(live: LiveFigures) -> Iterator[Metric]:
                               labels=["state"])
     for state, n in live.batch_lines().items():
         lines.add_metric([state], n)
-    yield from (breaker, in_flight, queued, budget, lines)
+    yield from (breaker, in_flight, queued, *upstream.values(), budget, lines)
 
 
 def fresh_metrics_dir(data_dir: str) -> Path:

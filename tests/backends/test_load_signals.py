@@ -16,7 +16,7 @@ import pytest
 from backends.load_signals import LoadPoller, parse
 from core.config import ModelConfig, Price
 from core.types import LiveStats
-from tests.support import run_simulator
+from tests.support import base_config, run_gateway, run_simulator
 
 
 def model(url: str, fmt: str, **metrics: Any) -> ModelConfig:
@@ -127,3 +127,26 @@ def test_the_real_llamacpp_metrics(llamacpp_url: str) -> None:
     for t in threads:
         t.join()
     assert asyncio.run(poll_once(poller)) and stats.upstream_running == 0
+
+
+def test_a_gateway_polls_the_upstream_and_shows_the_readings_in_metrics(sim_url: str) -> None:
+    config = base_config(sim_url)
+    fast = next(m for m in config["models"] if m["name"] == "fast")
+    fast["load_metrics"] = {"format": "vllm", "interval_s": 0.2}
+    with run_gateway(config) as gw:
+        deadline = time.monotonic() + 5
+        while True:
+            lines = [line for line in httpx.get(gw.url + "/metrics").text.splitlines()
+                     if line.startswith("routegate_upstream_") and 'model="fast"' in line]
+            if len(lines) == 4 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        figures = {line.split("{")[0]: float(line.split()[-1]) for line in lines}
+        assert set(figures) == {"routegate_upstream_running", "routegate_upstream_waiting",
+                                "routegate_upstream_kv_usage",
+                                "routegate_upstream_reading_age_seconds"}, lines
+        assert 0 <= figures["routegate_upstream_reading_age_seconds"] < 1.0
+        assert figures["routegate_upstream_running"] >= 0
+        # A model without load_metrics publishes none.
+        assert not any('model="strong"' in line for line in httpx.get(gw.url + "/metrics").text
+                       .splitlines() if line.startswith("routegate_upstream_"))
