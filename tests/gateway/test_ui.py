@@ -25,6 +25,10 @@ import redis
 from tests.support import OTHER_KEY, REPO, TEST_KEY, base_config, run_gateway, run_simulator
 
 webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import (  # noqa: E402
+    NoSuchElementException,
+    StaleElementReferenceException,
+)
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -136,32 +140,41 @@ def _expected(overview: dict) -> dict[str, str]:
     return out
 
 
+def waiting(driver, seconds: float) -> WebDriverWait:
+    """A wait that looks again when a submit or a refresh replaced the element
+    it found (a form submit loads a new document; the page re-renders every 3 s)."""
+    return WebDriverWait(driver, seconds, ignored_exceptions=(
+        NoSuchElementException, StaleElementReferenceException))
+
+
 def _shown(driver) -> dict[str, str]:
-    return {e.get_attribute("data-k"): e.text for e in driver.find_elements(By.CSS_SELECTOR,
-                                                                            "[data-k]")}
+    def read(d) -> dict[str, str]:
+        return {e.get_attribute("data-k"): e.text
+                for e in d.find_elements(By.CSS_SELECTOR, "[data-k]")}
+    return waiting(driver, 10).until(read)
 
 
 def _next_refresh(driver, after: float) -> None:
-    WebDriverWait(driver, 20).until(lambda d: float(
+    waiting(driver, 20).until(lambda d: float(
         d.find_element(By.ID, "updated").get_attribute("data-generated") or 0) > after)
 
 
 def _sign_in_denied_then_throttled(driver, url: str, failures_key: str) -> None:
     """A wrong key shows #denied; ten more wrong keys from this address show #throttled."""
-    key = WebDriverWait(driver, 10).until(
+    key = waiting(driver, 10).until(
         lambda d: d.find_element(By.NAME, "key") if d.find_element(
             By.ID, "login").is_displayed() else None)
     assert key.get_attribute("type") == "password"
     key.send_keys("sk-not-the-admin-key")
     key.submit()
-    WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "denied").is_displayed())
+    waiting(driver, 10).until(lambda d: d.find_element(By.ID, "denied").is_displayed())
     assert "sk-" not in driver.current_url
     for n in range(10):
         httpx.post(url + "/ui/login", data={"key": f"sk-guess-{n}"})
     key = driver.find_element(By.NAME, "key")
     key.send_keys(ADMIN_KEY)      # even the right key waits out the window
     key.submit()
-    WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "throttled").is_displayed())
+    waiting(driver, 10).until(lambda d: d.find_element(By.ID, "throttled").is_displayed())
     assert not driver.find_element(By.ID, "denied").is_displayed()
     store = redis.Redis.from_url("redis://127.0.0.1:6379/0")
     store.delete(failures_key)    # the window over
@@ -181,7 +194,7 @@ def test_operator_page(browser) -> None:
                 key = driver.find_element(By.NAME, "key")
                 key.send_keys(ADMIN_KEY)
                 key.submit()
-                WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "app").is_displayed())
+                waiting(driver, 10).until(lambda d: d.find_element(By.ID, "app").is_displayed())
                 assert ADMIN_KEY not in driver.current_url
                 cookie = driver.get_cookie("routegate_ui")
                 assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
@@ -211,6 +224,6 @@ def test_operator_page(browser) -> None:
             with_cookie = {"routegate_ui": cookie["value"]}
             assert httpx.get(gw.url + "/admin/overview", cookies=with_cookie).status_code == 200
             driver.find_element(By.CSS_SELECTOR, "form[action='/ui/logout'] button").click()
-            WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "login").is_displayed())
+            waiting(driver, 10).until(lambda d: d.find_element(By.ID, "login").is_displayed())
             assert driver.get_cookie("routegate_ui") is None
             assert httpx.get(gw.url + "/admin/overview", cookies=with_cookie).status_code == 401
