@@ -85,6 +85,18 @@ class SimEngine:
         extra = max(0, self.stats.decoding - 1)
         return self.config.tpot_ms / 1000 * (1 + self.config.batch_slowdown * extra)
 
+    async def _prefill_prompt(self, prompt_tokens: int) -> None:
+        """One prompt at a time, as a GPU's prefill is; counted while it waits."""
+        self.stats.prefill_queued += 1
+        try:
+            await self._prefill.acquire()
+        finally:
+            self.stats.prefill_queued -= 1
+        try:
+            await asyncio.sleep(prompt_tokens / self.config.prefill_tokens_per_s)
+        finally:
+            self._prefill.release()
+
     async def generate(
         self, payload: dict[str, Any], *, prompt_tokens: int, p_correct: float | None = None
     ) -> AsyncGenerator[dict[str, Any], None]:
@@ -109,15 +121,7 @@ class SimEngine:
         try:
             if hang:
                 await asyncio.sleep(3600)
-            self.stats.prefill_queued += 1
-            try:
-                await self._prefill.acquire()
-            finally:
-                self.stats.prefill_queued -= 1
-            try:
-                await asyncio.sleep(prompt_tokens / cfg.prefill_tokens_per_s)
-            finally:
-                self._prefill.release()
+            await self._prefill_prompt(prompt_tokens)
             self.stats.ttft_s.append(time.perf_counter() - started)
             del self.stats.ttft_s[:-1000]
             correct = self._rng.random() < (self.ability if p_correct is None else p_correct)

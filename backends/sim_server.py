@@ -251,11 +251,6 @@ def create_app(base: SimulateConfig) -> Starlette:
         counts["sequence"] = sequence_seen
         return Response(orjson.dumps(counts), media_type="application/json")
 
-    async def health(request: Request) -> Response:
-        return Response(b'{"status":"ok"}', media_type="application/json")
-
-    async def metrics(request: Request) -> Response:
-        return Response(vllm_metrics(backends), media_type="text/plain; version=0.0.4")
 
     return Starlette(routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
@@ -265,9 +260,19 @@ def create_app(base: SimulateConfig) -> Starlette:
               methods=["POST"]),
         Route("/v1/models", models),
         Route("/sim/stats", stats),
-        Route("/metrics", metrics),
+        Route("/metrics", metrics_route(backends)),
         Route("/health", health),
     ])
+
+
+async def health(request: Request) -> Response:
+    return Response(b'{"status":"ok"}', media_type="application/json")
+
+
+def metrics_route(backends: dict[str, SimulatedBackend]) -> Any:
+    async def metrics(request: Request) -> Response:
+        return Response(vllm_metrics(backends), media_type="text/plain; version=0.0.4")
+    return metrics
 
 
 def vllm_metrics(backends: dict[str, SimulatedBackend]) -> bytes:

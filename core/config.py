@@ -20,7 +20,6 @@ import os
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 import tiktoken
 import yaml
@@ -34,10 +33,11 @@ from pydantic import (
 from core.batch_config import BatchSettings
 from core.budget_config import BudgetSettings, Limits
 from core.escalation_config import BreakerConfig, EscalationConfig
+from core.load_metrics_config import LoadMetricsConfig
 from core.otel_config import OtelConfig
 from core.responses_config import ResponsesSettings
 from core.scheduler_config import DEFAULT_MAX_CONCURRENCY, SchedulerConfig
-from core.strict import Strict
+from core.strict import Strict, check_http_url
 
 PoolName = Literal["interactive", "batch"]
 POOL_NAMES: tuple[PoolName, ...] = ("interactive", "batch")
@@ -47,13 +47,6 @@ POOL_NAMES: tuple[PoolName, ...] = ("interactive", "batch")
 def known_encodings() -> frozenset[str]:
     # The registered names only: no BPE file is read or downloaded.
     return frozenset(tiktoken.list_encoding_names())
-
-
-def _check_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{url!r} is not an http:// or https:// URL with a host")
-    return url
 
 
 class Price(Strict):
@@ -111,30 +104,6 @@ class TransportConfig(Strict):
 ModelName = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9._:/-]+$")]
 
 
-class LoadMetricsConfig(Strict):
-    """An upstream's own load figures (``backends/load_signals.py``).
-
-        load_metrics: {format: vllm}          # polls <base_url origin>/metrics at 1 Hz
-        load_metrics: {format: llamacpp, url: http://10.0.0.5:8080/metrics}
-    """
-
-    format: Literal["vllm", "sglang", "tgi", "llamacpp", "none"] = "none"
-    # One per upstream replica; default: each base_url without /v1, + /metrics.
-    url: str | list[str] | None = None
-    interval_s: float = Field(default=1.0, ge=0.1, le=60)
-    timeout_s: float = Field(default=0.5, gt=0, le=10)
-    # Readings older than this are not used: predictions fall back to the
-    # replica's own figures.
-    stale_s: float = Field(default=3.0, gt=0, le=600)
-
-    @field_validator("url")
-    @classmethod
-    def _http_urls(cls, value: str | list[str] | None) -> str | list[str] | None:
-        if isinstance(value, list):
-            return [_check_url(u) for u in value]
-        return value if value is None else _check_url(value)
-
-
 class ModelConfig(Strict):
     name: ModelName
     # chat: /v1/chat/completions, /v1/completions and the doors translated onto chat;
@@ -169,8 +138,8 @@ class ModelConfig(Strict):
         if isinstance(value, list):
             if not value:
                 raise ValueError("base_url lists at least one URL")
-            return [_check_url(u) for u in value]
-        return value if value is None else _check_url(value)
+            return [check_http_url(u) for u in value]
+        return value if value is None else check_http_url(value)
 
     @field_validator("tokenizer")
     @classmethod

@@ -10,6 +10,8 @@ model reachable from ``GatewayConfig`` to check that none skips it.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from pydantic import BaseModel, ConfigDict
 
 
@@ -18,3 +20,11 @@ class Strict(BaseModel):
     # every request that did arithmetic with it (and a `.inf` deadline or
     # cooldown silently meant "never").
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def check_http_url(url: str) -> str:
+    """An http:// or https:// URL with a host (a config validator's check)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http:// or https:// URL with a host")
+    return url

@@ -93,15 +93,7 @@ def create_app(config: GatewayConfig, config_path: str | None = None) -> RouteGa
     async def gateway_error(request: Request, exc: GatewayError) -> Response:
         return _error(exc, request)
 
-    @app.exception_handler(BlobMissing)
-    async def blob_missing(request: Request, exc: BlobMissing) -> Response:
-        # The file's record is there but its bytes are not in this replica's
-        # store: a store the replicas do not share, or lost data. Not a 500.
-        log.error("%s %s: %s", request.method, request.url.path, exc)
-        return _error(ServiceUnavailable(f"{exc} Its record is kept; try again, or ask the "
-                                         "operator to check the blob store.",
-                                         code="file_bytes_unavailable"), request)
-
+    app.add_exception_handler(BlobMissing, _blob_missing)  # type: ignore[arg-type]
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
         first = exc.errors()[0] if exc.errors() else {}
@@ -124,6 +116,15 @@ def create_app(config: GatewayConfig, config_path: str | None = None) -> RouteGa
     for module in (meta, usage, admin, files, batches, responses, ui):
         app.include_router(module.router)
     return RouteGate(app, {**doors.ROUTES, **anthropic.ROUTES})
+
+
+async def _blob_missing(request: Request, exc: BlobMissing) -> Response:
+    """The file's record is there but its bytes are not in this replica's store:
+    a store the replicas do not share, or lost data. A 503, not a 500."""
+    log.error("%s %s: %s", request.method, request.url.path, exc)
+    return _error(ServiceUnavailable(f"{exc} Its record is kept; try again, or ask the "
+                                     "operator to check the blob store.",
+                                     code="file_bytes_unavailable"), request)
 
 
 def create_app_from_env() -> RouteGate:
