@@ -25,6 +25,7 @@ from typing import Any
 
 from batch.blobs import BlobMissing, BlobStore
 from batch.keys import BatchKeys
+from batch.records import decode
 from core.aio import raise_if_cancelled
 
 log = logging.getLogger("routegate.batch")
@@ -55,8 +56,7 @@ class SharedStoreProbe:
         """Why this replica does not share the others' store, or None."""
         live = await self.redis.zrangebyscore(self.replicas_key,
                                               time.time() - self.live_window_s, "+inf")
-        probes = await self.redis.hgetall(self.keys.blob_probes)
-        probes = {_text(k): _text(v) for k, v in probes.items()}
+        probes = decode(await self.redis.hgetall(self.keys.blob_probes))
         for other in sorted(_text(r) for r in live):
             blob = probes.get(other)
             if other == self.replica or blob is None:

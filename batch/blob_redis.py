@@ -24,6 +24,7 @@ import secrets
 from typing import Any, BinaryIO
 
 from batch.blobs import BlobMissing, check_key
+from batch.records import decode
 
 CHUNK_BYTES = 1024 * 1024
 # Chunks of a put that has not committed expire after this long.
@@ -74,8 +75,7 @@ class RedisBlobStore:
         raw = self.client.hgetall(self._manifest(key))
         if not raw:
             raise BlobMissing(key, self.describe(), self.replica)
-        fields = {(k.decode() if isinstance(k, bytes) else k):
-                  (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()}
+        fields = decode(raw)
         return int(fields["size"]), int(fields["chunk"]), fields["gen"]
 
     def read_range(self, key: str, offset: int, length: int) -> bytes:
@@ -109,8 +109,7 @@ class RedisBlobStore:
             self._drop_chunks(key, raw)
 
     def _drop_chunks(self, key: str, raw: dict[Any, Any]) -> None:
-        fields = {(k.decode() if isinstance(k, bytes) else k):
-                  (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()}
+        fields = decode(raw)
         count = int(fields.get("chunks") or 0)
         names = [self._chunk(key, fields["gen"], n) for n in range(count)]
         for start in range(0, len(names), 256):

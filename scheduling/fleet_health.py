@@ -30,7 +30,6 @@ they must agree to well within a second (NTP does).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -163,7 +162,3 @@ class FleetHealth:
                     self._coordinate(False)
                     failing = True
             await asyncio.sleep(every_s)
-
-    async def aclose(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.sync()
