@@ -9,6 +9,7 @@ from typing import Any
 
 EWMA_ALPHA = 0.2
 KV_HIGH = 0.9         # upstream KV-cache use past which new sequences start to wait
+PEER_STALE_S = 1.0    # the other replicas' figures, older than this, are ignored
 MAX_OTHERS_RATIO = 16.0   # the other replicas' prefill backlog, at most this many times ours
 WINDOW = 256          # samples in the windowed p95
 P95_EVERY = 16        # new samples between two refreshes of a p95
@@ -67,10 +68,13 @@ class LiveStats:
     capacity, slot time, the prefill backlog, the learned prefill rate, the
     error rate). The router reads the predictions.
 
-    Nothing here goes through Redis: every gateway process schedules its own
-    admissions, so what it predicts from is what it admitted. Only the number
-    of live gateway replicas does (``scheduling/fleet.py``, one round
-    trip a second), so that each admits its share of ``max_concurrency``.
+    Nothing here goes through Redis on a request: every gateway process
+    schedules its own admissions. The fleet's heartbeat (``scheduling/fleet.py``,
+    one round trip every 0.25 s) brings the number of live replicas, so that
+    each admits its share of ``max_concurrency``, and the other replicas' own
+    figures per model (``take_peers``: their prefill backlog and admitted
+    count), which, while fresh (``PEER_STALE_S``), join this process's in the
+    predictions: the queue at a shared upstream is the fleet's.
 
     The upstream's own figures, when it publishes them (``load_metrics``,
     ``backends/load_signals.py``, about 1 Hz off the request path), are the
@@ -109,6 +113,10 @@ class LiveStats:
     upstream_others: float = 0.0       # prompt tokens waiting there that others admitted
     upstream_ratio: float = 0.0        # EWMA of their backlog over ours, at the readings
     upstream_own: int = 0              # what this process had admitted at the reading
+    peer_backlog: float = 0.0          # the other gateway replicas' prefill backlog ...
+    peer_admitted: float = 0.0         # ... and admitted count, as they reported it ...
+    peer_at: float = 0.0               # ... at this time (monotonic); 0: no peers
+    peer_own: int = 0                  # what this process had admitted when they were taken
     prompt_mean: float | None = None   # EWMA of the prompt tokens admitted
     backlog_rate: float = 0.0          # the prefill rate the backlog was last drained at
     ttft_window: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
@@ -163,14 +171,35 @@ class LiveStats:
         ahead = self.backlog(rate, now)
         self.backlog_tokens, self.backlog_at, self.backlog_rate = ahead + tokens, now, rate
         self.prompt_mean = _ewma(self.prompt_mean, float(tokens))
+        if self.peers_fresh(now):
+            return ahead + self.peers_backlog(ahead, rate, now)
         if self.upstream_at and self.upstream_fresh(now):
             return ahead + self.upstream_others
         return ahead
 
+    def peers_fresh(self, now: float) -> bool:
+        return self.peer_at > 0 and now - self.peer_at <= PEER_STALE_S
+
+    def take_peers(self, backlog: float, admitted: float, at: float) -> None:
+        """The other replicas' figures for this model (``scheduling/fleet.py``),
+        summed, as of ``at``; no other replica: ``at`` 0."""
+        self.peer_backlog, self.peer_admitted, self.peer_at = backlog, admitted, at
+        self.peer_own = self.admitted
+
+    def peers_backlog(self, own: float, rate: float, now: float) -> float:
+        """The peers' backlog now: what they reported, drained since at their
+        share of the upstream's prefill rate."""
+        theirs = self.peer_backlog
+        if theirs <= 0:
+            return 0.0
+        return max(0.0, theirs - rate * (now - self.peer_at) * theirs / (theirs + own))
+
     def fleet_backlog(self, rate: float, now: float) -> float:
-        """This process's prefill backlog, plus the other replicas' waiting at the
-        upstream while its readings are fresh."""
+        """This process's prefill backlog, plus the other replicas': as they
+        reported it while fresh, else as the upstream's waiting requests."""
         own = self.backlog(rate, now)
+        if self.peers_fresh(now):
+            return own + self.peers_backlog(own, rate, now)
         if self.upstream_at and self.upstream_fresh(now):
             # The others' share, as measured at the reading, applied to this
             # replica's backlog now: a 1 s old count of theirs is stale at TTFT
@@ -222,10 +251,7 @@ class LiveStats:
         prefill rate."""
         rate = self.prefill_tokens_per_s or default_prefill
         now = time.monotonic()
-        if self.upstream_at:
-            prefill = (self.fleet_backlog(rate, now) + prompt_tokens) / rate
-        else:
-            prefill = (self.backlog(rate, now) + prompt_tokens) / rate
+        prefill = (self.fleet_backlog(rate, now) + prompt_tokens) / rate
         ahead = 0 if self.lifo else self.queued
         wait = self.queue_wait_s(ahead, fallback_slot_s)
         if self.upstream_kv is not None:
@@ -233,11 +259,19 @@ class LiveStats:
         return wait + prefill
 
     def running(self) -> float:
-        """The batch a request would join: the upstream's, while fresh, else what
-        this process admitted."""
-        if self.upstream_at and self.upstream_fresh(time.monotonic()):
-            return max(float(self.admitted), self.upstream_running)
-        return float(self.admitted)
+        """The batch a request would join: what this process and, while fresh, the
+        other replicas admitted, or the upstream's count, while fresh, if larger."""
+        ours = float(self.admitted)
+        if not (self.peer_at or self.upstream_at):
+            return ours
+        now = time.monotonic()
+        if self.peers_fresh(now):
+            ours += self.peer_admitted
+            if self.peer_at >= self.upstream_at:   # the fresher count wins
+                return ours
+        if self.upstream_fresh(now):
+            return max(ours, self.upstream_running)
+        return ours
 
     def predicted_tpot_s(self, default: float) -> float:
         """TPOT follows concurrency: the measured one, rescaled from the load it

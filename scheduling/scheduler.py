@@ -167,12 +167,21 @@ class PoolScheduler:
         return await self._wait(lane, prompt_tokens, min(timeout, lane.wait_s))
 
     def _limit(self) -> int:
-        """This replica's share of the model's concurrency, plus, while the upstream's
-        readings are fresh, its 1/N of the slots the upstream reported free. Its
-        own share stays its own: no other replica's borrowing takes it."""
+        """This replica's share of the model's concurrency, plus its 1/N of the
+        slots free fleet-wide: as the other replicas reported their admissions
+        while fresh, else as the upstream reported its load while fresh. Its own
+        share stays its own: no other replica's borrowing takes it."""
         limit = self.max_concurrency
         stats = self.stats
-        if self.replicas > 1 and stats.upstream_at and stats.upstream_fresh(time.monotonic()):
+        if self.replicas <= 1:
+            return limit
+        now = time.monotonic()
+        if stats.peers_fresh(now):
+            free = self.configured - stats.peer_own - stats.peer_admitted
+            if free >= self.replicas:
+                limit = min(self.configured,
+                            max(limit, stats.peer_own + int(free // self.replicas)))
+        elif stats.upstream_at and stats.upstream_fresh(now):
             free = self.configured - stats.upstream_running - stats.upstream_waiting
             if free >= self.replicas:
                 limit = min(self.configured,
