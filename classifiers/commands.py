@@ -4,6 +4,7 @@
     routegate eval                        # routing table on llmrouter_test.jsonl
     echo '{"id": 1, "prompt": "hi"}' | routegate classify
     routegate calibrate --model my-llm --data labelled.jsonl --family llama
+    routegate learn --labels labels.jsonl --out learned/   # see classifiers/learning.py
 
 ``gateway/cli.py`` calls ``register(subparsers)``; ``python -m
 classifiers.commands <subcommand>`` runs the same handlers without the gateway.
@@ -49,8 +50,15 @@ def register(subparsers) -> None:
     ev.add_argument("--artifact", type=Path, default=None)
     ev.set_defaults(func=run_eval)
 
-    classify = subparsers.add_parser("classify", help="score JSON lines from stdin")
-    classify.add_argument("--artifact", type=Path, default=None)
+    classify = subparsers.add_parser(
+        "classify", help="score JSON lines from stdin",
+        description="Reads JSON lines from stdin, each {\"id\": any, \"prompt\": str} or "
+                    "{\"id\": any, \"messages\": [OpenAI chat messages]}, and writes one "
+                    "line per input, in order: {\"id\", \"difficulty\" (0..1, P(the "
+                    "weak reference model fails)), \"tier\", \"confidence\", "
+                    "\"prompt_tokens\"}, or {\"id\", \"error\"} for a bad line.")
+    classify.add_argument("--artifact", "--classifier", dest="artifact", type=Path, default=None,
+                          help="an artifact file, or a directory `routegate learn` wrote")
     classify.set_defaults(func=run_classify)
 
     cal = subparsers.add_parser("calibrate", help="fit a model's ability from labelled prompts")
@@ -59,6 +67,9 @@ def register(subparsers) -> None:
     cal.add_argument("--family", default=None, help="family whose offsets to apply")
     cal.add_argument("--artifact", type=Path, default=None)
     cal.set_defaults(func=run_calibrate)
+
+    from classifiers.learn_command import register_learn
+    register_learn(subparsers)
 
 
 def run_train(args: argparse.Namespace) -> int:

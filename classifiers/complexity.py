@@ -111,11 +111,18 @@ class ComplexityModel:
                                            meta.get("semantic", {}), try_load_embedder())
         self._tiers = tuple(meta["tier_cuts"])
         self._weak_logit = float(meta["weak_logit"])
+        self._learned = _learned_terms(arrays)   # ``routegate learn`` (classifiers/learning.py)
+        if self._learned is not None:
+            self._abilities.update({f"learned/{n}": a for n, a in self._learned.abilities.items()})
 
     @classmethod
     def load(cls, path: str | os.PathLike | None = None) -> ComplexityModel:
-        """Load an artifact; ``None`` means the one shipped in ``classifiers/artifacts``."""
-        arrays, meta = read_npz(DEFAULT_ARTIFACT if path is None else path)
+        """Load an artifact; ``None`` means the one shipped in ``classifiers/artifacts``,
+        a directory the ``complexity.npz`` in it (what ``routegate learn`` writes)."""
+        target = DEFAULT_ARTIFACT if path is None else Path(path)
+        if target.is_dir():
+            target = target / DEFAULT_ARTIFACT.name
+        arrays, meta = read_npz(target)
         return cls(arrays, meta)
 
     def raw_parts(self, feats: features.Features,
@@ -151,7 +158,13 @@ class ComplexityModel:
         semantic = self._semantic(text) if self._semantic is not None else 0.0
         learned, skill, offsets = self.raw_parts(feats, semantic)
         logit, weight = self.shrunk_logit(text, feats, learned)
-        p_weak = _sigmoid(self._weak_logit - logit)
+        family_offsets = dict(zip(self._offset_keys, offsets.tolist(), strict=True))
+        weak_offset = 0.0
+        if self._learned is not None:
+            logit, own = self._learned.apply(logit, feats, skill)
+            family_offsets.update(own)
+            weak_offset = own[self._learned.weak]
+        p_weak = _sigmoid(self._weak_logit - logit + weak_offset)
         low, high = self._tiers
         tier = "easy" if logit < low else "hard" if logit >= high else "medium"
         return PromptScore(
@@ -159,7 +172,7 @@ class ComplexityModel:
             logit=logit,
             confidence=weight * math.sqrt(abs(2.0 * p_weak - 1.0) * float(skill.max())),
             tier=tier,
-            family_offsets=dict(zip(self._offset_keys, offsets.tolist(), strict=True)),
+            family_offsets=family_offsets,
         )
 
     def score_messages(self, messages: list[dict], *, has_tools: bool = False,
@@ -182,9 +195,50 @@ class ComplexityModel:
                 return value
         return None
 
+    def learned_terms(self, name: str) -> tuple[float, str] | None:
+        """(ability, offset key) of a model that ``routegate learn`` fitted by this
+        name (a config model's name, in labels from its traffic), else None."""
+        if self._learned is None or name not in self._learned.abilities:
+            return None
+        return self._learned.abilities[name], name
+
     @property
     def model_names(self) -> list[str]:
         return list(self._abilities)
+
+
+@dataclass(frozen=True, slots=True)
+class _LearnedTerms:
+    """What ``routegate learn`` fitted on top of the shipped model: d(x) becomes
+    ``beta * d(x) + delta(x)``, and each labelled model has an ability and an
+    offset by skill (``classifiers/learning.py``)."""
+    hash_w: np.ndarray          # (N_HASH,) float32: delta's hashed weights
+    dense_w: np.ndarray         # (N_DENSE,)
+    beta: float
+    names: list[str]
+    skill_w: np.ndarray         # (names, skills)
+    abilities: dict[str, float]
+    weak: str                   # the name ``difficulty`` is P(failure) of
+
+    def apply(self, logit: float, feats: features.Features, skill: np.ndarray
+              ) -> tuple[float, dict[str, float]]:
+        delta = float(self.hash_w[feats.indices] @ feats.values) + float(self.dense_w @ feats.dense)
+        own = self.skill_w @ skill
+        return self.beta * logit + delta, dict(zip(self.names, own.tolist(), strict=True))
+
+
+def _learned_terms(arrays: dict[str, np.ndarray]) -> _LearnedTerms | None:
+    if "learned_hash_idx" not in arrays:
+        return None
+    hash_w = np.zeros(features.N_HASH, dtype=np.float32)
+    hash_w[arrays["learned_hash_idx"].astype(np.int64)] = arrays["learned_hash_w"]
+    names = [str(n) for n in arrays["learned_names"]]
+    ability = arrays["learned_ability"].astype(float)
+    return _LearnedTerms(hash_w, arrays["learned_dense_w"].astype(np.float64),
+                         float(arrays["learned_beta"][0]), names,
+                         arrays["learned_skill_w"].astype(np.float64),
+                         {n: _sigmoid(a) for n, a in zip(names, ability, strict=True)},
+                         str(arrays["learned_weak"][0]))
 
 
 def conversation_text(messages: list[dict]) -> str:

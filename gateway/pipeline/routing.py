@@ -76,6 +76,12 @@ class Router:
         self._models = {n: m for m in config.models for n in (m.name, *m.aliases)}
         self._routable = [m for m in config.models if m.kind == "chat"]
         self.slo = SLO.from_config(config)
+        # A classifier from ``routegate learn`` on this fleet's traffic knows its
+        # models by name: their learned ability and offsets replace the config's.
+        self._terms = {m.name: (m.ability, m.family) for m in config.models}
+        if classifier is not None:
+            for m in config.models:
+                self._terms[m.name] = classifier.learned_terms(m.name) or self._terms[m.name]
 
     def needs_score(self, req: ModelRequest) -> bool:
         """Classify only when it changes something: a routed request, or a
@@ -92,7 +98,8 @@ class Router:
         Without a score (classifier off, or not needed) it is the model's ability."""
         if features.score is None or self.classifier is None:
             return model.ability
-        return self.classifier.p_correct(features.score, model.ability, model.family)
+        ability, family = self._terms.get(model.name, (model.ability, model.family))
+        return self.classifier.p_correct(features.score, ability, family)
 
     def _candidate(self, model: ModelConfig, features: RequestFeatures, rate: float
                    ) -> Candidate:

@@ -1,0 +1,58 @@
+"""Writing what ``routegate learn`` fitted: the base artifact plus the learned terms.
+
+    write_learned(Path("out"), base_path, fit, names, weak, base, provenance)
+    ComplexityModel.load("out")           # routing.classifier: out, classify --classifier out
+
+The directory holds ``complexity.npz`` (the base artifact's arrays, unchanged,
+plus ``learned_*``: see ``_LearnedTerms`` in ``classifiers/complexity.py``) and
+``LEARNED.json``, its provenance: the label file's digest, the base
+artifact's, the split, the cross-validated penalty and the held-out APGR
+before and after. The same provenance is in the artifact's metadata.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from classifiers.artifact import read_npz, write_npz
+from classifiers.complexity import DEFAULT_ARTIFACT
+from classifiers.learning import Base, Fit, delta
+
+
+def learned_arrays(fit: Fit, names: list[str], weak: int) -> dict[str, np.ndarray]:
+    idx = np.fromiter(sorted(fit.hash_w), dtype=np.int32, count=len(fit.hash_w))
+    return {
+        "learned_hash_idx": idx,
+        "learned_hash_w": np.asarray([fit.hash_w[int(i)] for i in idx], dtype=np.float32),
+        "learned_dense_w": fit.dense_w.astype(np.float64),
+        "learned_beta": np.asarray([fit.beta]),
+        "learned_names": np.asarray(names),
+        "learned_ability": fit.ability.astype(np.float64),
+        "learned_skill_w": fit.skill_w.astype(np.float64),
+        "learned_weak": np.asarray([names[weak]]),
+    }
+
+
+def write_learned(out: Path, base_path: Path | None, fit: Fit, names: list[str], weak: int,
+                  base: Base, provenance: dict[str, Any]) -> Path:
+    source = DEFAULT_ARTIFACT if base_path is None else Path(base_path)
+    if source.is_dir():
+        source = source / DEFAULT_ARTIFACT.name
+    arrays, meta = read_npz(source)
+    arrays = {k: v for k, v in arrays.items() if not k.startswith("learned_")}
+    arrays.update(learned_arrays(fit, names, weak))
+    # ``difficulty`` becomes P(the weakest labelled model fails); tiers are the
+    # tertiles of the learned d(x) = beta * d0(x) + delta(x) on the labelled prompts.
+    d = fit.beta * base.d0 + delta(fit, base, np.arange(base.d0.size))
+    meta = {**meta, "weak_logit": float(fit.ability[weak]),
+            "tier_cuts": [float(np.quantile(d, 1 / 3)), float(np.quantile(d, 2 / 3))],
+            "learned": provenance}
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / DEFAULT_ARTIFACT.name
+    write_npz(target, arrays, meta)
+    (out / "LEARNED.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
+    return target

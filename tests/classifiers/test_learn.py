@@ -1,0 +1,132 @@
+"""``routegate learn``: labels from another fleet, refit, held-out APGR, and the artifact."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from classifiers.complexity import ComplexityModel
+from classifiers.labels import LabelError, parse_labels
+from classifiers.learning import held_out_apgr, learn
+
+# Two kinds of everyday request. The shipped model finds the spreadsheet
+# formulas the harder ones; the weak model of this (made-up) fleet is a
+# spreadsheet specialist that fails every recipe question instead, and the
+# strong one answers both. Only the labels can tell.
+TOPICS = ["lentil soup", "banana bread", "pad thai", "risotto", "tomato sauce", "pancakes",
+          "chili", "hummus", "omelette", "apple pie", "curry", "dumplings"]
+CELLS = ["A1", "B2", "C3", "D4", "E5", "F6", "G7", "H8", "J9", "K10", "L11", "M12"]
+
+
+def prompts() -> list[tuple[str, bool]]:
+    out = []
+    for i, topic in enumerate(TOPICS):
+        for j, variant in enumerate(("How do I make {t} for {n} people?",
+                                     "What goes into a good {t}? I cook for {n}.",
+                                     "Give me a quick {t} recipe, serves {n}.")):
+            out.append((variant.format(t=topic, n=2 + i + j), True))
+    for i, cell in enumerate(CELLS):
+        for j, variant in enumerate(("Write a spreadsheet formula that sums {c} to {c2} when "
+                                     "the row is over {n}.",
+                                     "Which formula looks up {c} in another sheet and returns "
+                                     "column {n}?",
+                                     "My VLOOKUP on {c} gives #N/A for row {n}; fix the formula.")):
+            out.append((variant.format(c=cell, c2=CELLS[(i + 1) % len(CELLS)], n=3 + i + j),
+                        False))
+    return out
+
+
+def label_lines() -> list[bytes]:
+    lines = []
+    for text, hard in prompts():
+        lines.append(orjson.dumps({"prompt": text, "model": "strong", "score": 1.0}))
+        lines.append(orjson.dumps({"prompt": text, "model": "weak",
+                                   "score": 0.0 if hard else 1.0}))
+    return lines
+
+
+def test_a_bad_label_line_is_an_error_naming_its_line() -> None:
+    good = orjson.dumps({"prompt": "hi", "model": "a", "score": 1})
+    cases = [
+        ([good, b"{not json"], "line 2"),
+        ([good, orjson.dumps({"prompt": "hi", "model": "b", "score": 1.5})], "line 2"),
+        ([good, orjson.dumps({"prompt": "hi", "model": "b", "score": True})], "line 2"),
+        ([good, orjson.dumps({"model": "b", "score": 1})], "line 2: missing"),
+        ([good, good], "at least two models"),
+        ([b"", b"  "], "no labels"),
+    ]
+    for lines, message in cases:
+        with pytest.raises(LabelError, match=message):
+            parse_labels(lines)
+
+
+def test_learning_on_another_fleets_labels_ranks_the_held_out_half_better() -> None:
+    labels = parse_labels(label_lines())
+    assert labels.names == ["strong", "weak"]
+    result, _ = learn(ComplexityModel.load(), labels, seed=0)
+    assert (labels.names[result.strong], labels.names[result.weak]) == ("strong", "weak")
+    assert result.n_held_prompts >= 20
+    assert result.before is not None and result.after is not None
+    # The shipped model ranks them the wrong way round; the labels teach which need strong.
+    _, held = labels.split(0.5, 0)
+    need = np.zeros(len(labels.prompts))
+    need[labels.prompt[(labels.model == result.weak) & (labels.score == 0)]] = 1.0
+    best, _ = held_out_apgr(labels, held, result.strong, result.weak, need)
+    assert best is not None
+    assert result.before < 0.6 * best
+    assert result.after > 0.95 * best
+
+
+def test_the_cli_writes_an_artifact_that_classify_and_the_model_load(tmp_path: Path) -> None:
+    labels = tmp_path / "labels.jsonl"
+    labels.write_bytes(b"\n".join(label_lines()) + b"\n")
+    out = tmp_path / "learned"
+    run = subprocess.run([sys.executable, "-m", "classifiers.commands", "learn", "--labels",
+                          str(labels), "--out", str(out)], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "held-out APGR  after" in run.stdout and (out / "complexity.npz").is_file()
+    provenance = json.loads((out / "LEARNED.json").read_text())
+    assert provenance["models"] == ["strong", "weak"] and provenance["weak"] == "weak"
+    assert provenance["held_out_apgr_after"] > provenance["held_out_apgr_before"]
+
+    queries = [{"id": 0, "prompt": "How do I make mushroom soup for 5 people?"},
+               {"id": 1, "prompt": "Write a spreadsheet formula that sums Z1 to Z9 when the "
+                                   "row is over 40."}]
+    scored = subprocess.run([sys.executable, "-m", "classifiers.commands", "classify",
+                             "--classifier", str(out)],
+                            input="\n".join(json.dumps(q) for q in queries), capture_output=True,
+                            text=True, timeout=120)
+    assert scored.returncode == 0, scored.stderr
+    soup, formula = (json.loads(line) for line in scored.stdout.splitlines())
+    assert soup["difficulty"] > formula["difficulty"] + 0.3   # unseen prompts of each kind
+
+    model = ComplexityModel.load(out)
+    assert model.learned_terms("weak") is not None and model.learned_terms("small") is None
+    ability, key = model.learned_terms("strong")  # type: ignore[misc]
+    score = model.score(queries[0]["prompt"])     # type: ignore[arg-type]
+    assert model.p_correct(score, ability, key) > 0.7                 # the soup: strong
+    weak_ability, weak_key = model.learned_terms("weak")  # type: ignore[misc]
+    assert model.p_correct(score, weak_ability, weak_key) < 0.3       # ... not weak
+    formula = model.score(queries[1]["prompt"])   # type: ignore[arg-type]
+    assert model.p_correct(formula, weak_ability, weak_key) > 0.7
+
+
+def test_learn_refuses_to_write_a_model_that_is_not_better(tmp_path: Path) -> None:
+    lines = []
+    for text, _ in prompts():   # labels that carry no signal: both always right
+        lines += [orjson.dumps({"prompt": text, "model": m, "score": 1.0}) for m in ("a", "b")]
+    labels = tmp_path / "flat.jsonl"
+    labels.write_bytes(b"\n".join(lines))
+    out = tmp_path / "learned"
+    run = subprocess.run([sys.executable, "-m", "classifiers.commands", "learn", "--labels",
+                          str(labels), "--out", str(out)], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 1 and "not written" in run.stderr
+    assert not out.exists()
