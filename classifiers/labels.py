@@ -139,7 +139,3 @@ def parse_labels(lines: Sequence[bytes]) -> Labels:
 def read_labels(path: str | Path) -> Labels:
     with open(path, "rb") as fh:
         return parse_labels(fh.readlines())
-
-
-def file_digest(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from classifiers.complexity import DEFAULT_ARTIFACT, ComplexityModel
-from classifiers.labels import LabelError, file_digest, read_labels
+from classifiers.dataset import file_digest
+from classifiers.labels import LabelError, read_labels
 from classifiers.learning import HELD_FRACTION, Result, fit_labels, learn
 
 
