@@ -22,7 +22,7 @@ with few labels the learned model is the shipped one. The strength on
 ``delta`` is chosen by 3-fold cross-validation of the log loss within the
 training prompts; the held-out prompts are only scored, before and after.
 Soft labels (a score of 0.7) are fitted as such: the loss is the cross
-entropy. Solved with L-BFGS (scipy), in seconds for 100k labels.
+entropy. Solved with L-BFGS (scipy): 12 s for 1,000 labels with the CV, measured.
 """
 
 from __future__ import annotations
