@@ -144,9 +144,11 @@ class ComplexityModel:
         average_offset = float(self._mean_offset_w @ mix) - self._mean_offset_center
         return logit - average_offset, skill, self._offset_w @ mix - self._offset_center
 
-    def shrunk_logit(self, text: str, feats: features.Features, learned: float) -> tuple[float, float]:
-        """(d(x), closeness): the learned logit shrunk toward the shape prior."""
-        prior = float(self._prior_w @ shape_features(text)) + self._prior_b
+    def shrunk_logit(self, shape: np.ndarray, feats: features.Features,
+                     learned: float) -> tuple[float, float]:
+        """(d(x), closeness): the learned logit shrunk toward the shape prior
+        (``shape``: ``shape_features`` of the text)."""
+        prior = float(self._prior_w @ shape) + self._prior_b
         weight = closeness(n_seen_bigrams(feats, self._seen), self._seen_reference)
         return prior + weight * (learned - prior), weight
 
@@ -157,7 +159,7 @@ class ComplexityModel:
                                    has_response_format=has_response_format)
         semantic = self._semantic(text) if self._semantic is not None else 0.0
         learned, skill, offsets = self.raw_parts(feats, semantic)
-        logit, weight = self.shrunk_logit(text, feats, learned)
+        logit, weight = self.shrunk_logit(shape_features(text), feats, learned)
         family_offsets = dict(zip(self._offset_keys, offsets.tolist(), strict=True))
         weak_offset = 0.0
         if self._learned is not None:

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from classifiers.dataset import Row, family_of
-from classifiers.features import HASH_BITS, N_HASH, featurize
+from classifiers.features import HASH_BITS, N_HASH, Features, featurize
 from classifiers.semantic import Embedder
 
 SKILL_BITS = 14
@@ -41,25 +41,24 @@ class Pairs:
 
 def prompt_matrix(prompts: Sequence[str], embedder: Embedder | None = None) -> PromptMatrix:
     """Hashed n-grams and markers of each prompt, plus its embedding when ``embedder`` is given."""
-    indptr = [0]
-    indices, values, dense = [], [], []
-    for text in prompts:
-        feats = featurize(text)
-        indices.append(feats.indices)
-        values.append(feats.values)
-        dense.append(feats.dense)
-        indptr.append(indptr[-1] + feats.indices.size)
+    hashed, dense = feature_matrix([featurize(text) for text in prompts])
+    semantic = embedder.embed_many(prompts) if embedder is not None else None
+    return PromptMatrix(hashed=hashed, dense=dense, semantic=semantic)
+
+
+def feature_matrix(rows: Sequence[Features]) -> tuple[sp.csr_matrix, np.ndarray]:
+    """(hashed n-grams as a CSR matrix, dense markers) of featurized prompts."""
+    indptr = np.cumsum([0] + [f.indices.size for f in rows])
     hashed = sp.csr_matrix(
         (
-            np.concatenate(values).astype(np.float64),
-            np.concatenate(indices).astype(np.int32),
-            np.asarray(indptr, dtype=np.int32),
+            np.concatenate([f.values for f in rows]).astype(np.float64),
+            np.concatenate([f.indices for f in rows]).astype(np.int32),
+            indptr.astype(np.int32),
         ),
-        shape=(len(prompts), N_HASH),
+        shape=(len(rows), N_HASH),
     )
     hashed.sum_duplicates()  # repeated n-grams add up, as in the inference dot product
-    semantic = embedder.embed_many(prompts) if embedder is not None else None
-    return PromptMatrix(hashed=hashed, dense=np.vstack(dense).astype(np.float64), semantic=semantic)
+    return hashed, np.vstack([f.dense for f in rows]).astype(np.float64)
 
 
 def fold_for_skills(hashed: sp.csr_matrix) -> sp.csr_matrix:

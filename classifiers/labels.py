@@ -15,14 +15,16 @@ A bad line is an error naming its line number, not skipped: labels are money.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import orjson
 
 from classifiers.complexity import conversation_text
+from classifiers.sketch import PromptSketch, digest_of, sketch_of
 
 MAX_LINES = 500_000
 MAX_MODELS = 64
@@ -35,7 +37,7 @@ class LabelError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Labels:
-    prompts: list[str]        # distinct prompt texts
+    prompts: list[PromptSketch]   # distinct prompts, as the model reads them
     names: list[str]          # distinct model names, in first-seen order
     prompt: np.ndarray        # per label: index into prompts
     model: np.ndarray         # per label: index into names
@@ -46,9 +48,9 @@ class Labels:
 
     def split(self, held_fraction: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Boolean masks over prompts (train, held out), by a hash of each
-        prompt's text and the seed: the same file always splits the same way."""
+        prompt's text and the seed: the same labels always split the same way."""
         cut = int(held_fraction * 2**32)
-        held = np.asarray([_bucket(p, seed) < cut for p in self.prompts], dtype=bool)
+        held = np.asarray([_bucket(p.digest, seed) < cut for p in self.prompts], dtype=bool)
         return ~held, held
 
     def strong_weak(self) -> tuple[int, int]:
@@ -75,65 +77,85 @@ class Labels:
                 both[1][0][index] / both[1][1][index])
 
 
-def _bucket(text: str, seed: int) -> int:
-    digest = hashlib.blake2b(f"{seed}:{text}".encode(), digest_size=4).digest()
+def _bucket(prompt_digest: bytes, seed: int) -> int:
+    digest = hashlib.blake2b(prompt_digest, digest_size=4, key=str(seed).encode()).digest()
     return int.from_bytes(digest, "big")
 
 
-def _prompt_of(obj: dict, line_no: int) -> str:
+def _prompt_of(obj: dict, line_no: int) -> tuple[str, int]:
     if "messages" in obj:
         messages = obj["messages"]
         if not isinstance(messages, list) or not messages:
             raise LabelError(f"line {line_no}: messages must be a non-empty list")
-        text = conversation_text(messages)
+        text, n_messages = conversation_text(messages), len(messages)
     else:
         prompt = obj.get("prompt")
         if not isinstance(prompt, str):
             raise LabelError(f"line {line_no}: missing string field 'prompt' (or 'messages')")
-        text = prompt
+        text, n_messages = prompt, 1
     if not text.strip():
         raise LabelError(f"line {line_no}: the prompt is empty")
-    return text[:MAX_PROMPT_CHARS]
+    return text[:MAX_PROMPT_CHARS], n_messages
 
 
-def _label_of(obj: dict, line_no: int) -> tuple[str, float]:
-    model, score = obj.get("model"), obj.get("score")
+class LabelSet:
+    """Labels as they are read, one at a time; ``build()`` checks and freezes them."""
+
+    def __init__(self) -> None:
+        self._index: dict[bytes, int] = {}
+        self._prompts: list[PromptSketch] = []
+        self._names: dict[str, int] = {}
+        self._rows: list[tuple[int, int, float]] = []
+
+    def add(self, digest: bytes, sketch: Callable[[], PromptSketch], model: str, score: float,
+            where: str) -> None:
+        """One label; ``sketch`` is called once per distinct prompt ``digest``."""
+        if len(self._rows) >= MAX_LINES:
+            raise LabelError(f"over {MAX_LINES} labels; split them")
+        if model not in self._names and len(self._names) >= MAX_MODELS:
+            raise LabelError(f"{where}: over {MAX_MODELS} model names")
+        if digest not in self._index:
+            self._index[digest] = len(self._prompts)
+            self._prompts.append(sketch())
+        self._rows.append((self._index[digest], self._names.setdefault(model, len(self._names)),
+                           score))
+
+    def build(self) -> Labels:
+        if not self._rows:
+            raise LabelError("no labels")
+        if len(self._names) < 2:
+            raise LabelError("labels of at least two models are needed to learn who is needed "
+                             f"when (only {next(iter(self._names))!r})")
+        p, m, s = zip(*self._rows, strict=True)
+        return Labels(self._prompts, list(self._names), np.asarray(p), np.asarray(m),
+                      np.asarray(s, dtype=np.float64))
+
+
+def check_label(model: object, score: object, where: str) -> tuple[str, float]:
+    """(model, score) of one label, or a LabelError naming ``where``."""
     if not isinstance(model, str) or not model or len(model) > 200:
-        raise LabelError(f"line {line_no}: 'model' must be a non-empty string")
+        raise LabelError(f"{where}: 'model' must be a non-empty string")
     if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1:
-        raise LabelError(f"line {line_no}: 'score' must be a number in [0, 1], got {score!r}")
+        raise LabelError(f"{where}: 'score' must be a number in [0, 1], got {score!r}")
     return model, float(score)
 
 
 def parse_labels(lines: Sequence[bytes]) -> Labels:
-    prompts: dict[str, int] = {}
-    names: dict[str, int] = {}
-    rows: list[tuple[int, int, float]] = []
+    labels = LabelSet()
     for line_no, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        if len(rows) >= MAX_LINES:
-            raise LabelError(f"over {MAX_LINES} labels; split the file")
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             raise LabelError(f"line {line_no}: not JSON ({exc})") from None
         if not isinstance(obj, dict):
             raise LabelError(f"line {line_no}: not a JSON object")
-        text = _prompt_of(obj, line_no)
-        model, score = _label_of(obj, line_no)
-        if model not in names and len(names) >= MAX_MODELS:
-            raise LabelError(f"line {line_no}: over {MAX_MODELS} model names")
-        rows.append((prompts.setdefault(text, len(prompts)),
-                     names.setdefault(model, len(names)), score))
-    if not rows:
-        raise LabelError("no labels")
-    if len(names) < 2:
-        raise LabelError("labels of at least two models are needed to learn who is needed "
-                         f"when (only {next(iter(names))!r})")
-    p, m, s = zip(*rows, strict=True)
-    return Labels(list(prompts), list(names), np.asarray(p), np.asarray(m),
-                  np.asarray(s, dtype=np.float64))
+        text, n_messages = _prompt_of(obj, line_no)
+        model, score = check_label(obj.get("model"), obj.get("score"), f"line {line_no}")
+        labels.add(digest_of(text), partial(sketch_of, text, n_messages=n_messages),
+                   model, score, f"line {line_no}")
+    return labels.build()
 
 
 def read_labels(path: str | Path) -> Labels:

@@ -36,10 +36,10 @@ import scipy.sparse as sp
 from scipy.optimize import minimize
 
 from classifiers.complexity import ComplexityModel
-from classifiers.design import prompt_matrix
+from classifiers.design import feature_matrix
 from classifiers.evaluation import apgr_cpt
-from classifiers.features import featurize
 from classifiers.labels import Labels
+from classifiers.sketch import PromptSketch
 
 log = logging.getLogger("routegate.learn")
 
@@ -82,15 +82,14 @@ class Result:
     cv: dict[float, float] = field(default_factory=dict)   # lambda -> CV log loss
 
 
-def base_terms(model: ComplexityModel, prompts: Sequence[str]) -> Base:
+def base_terms(model: ComplexityModel, prompts: Sequence[PromptSketch]) -> Base:
     d0, skills = [], []
-    for text in prompts:
-        feats = featurize(text)
-        learned, skill, _ = model.raw_parts(feats)
-        d0.append(model.shrunk_logit(text, feats, learned)[0])
+    for sketch in prompts:
+        learned, skill, _ = model.raw_parts(sketch.feats)
+        d0.append(model.shrunk_logit(sketch.shape, sketch.feats, learned)[0])
         skills.append(skill)
-    matrix = prompt_matrix(prompts)
-    return Base(np.asarray(d0), np.vstack(skills), matrix.hashed, matrix.dense)
+    hashed, dense = feature_matrix([sketch.feats for sketch in prompts])
+    return Base(np.asarray(d0), np.vstack(skills), hashed, dense)
 
 
 class _Problem:
