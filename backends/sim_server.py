@@ -12,6 +12,8 @@ The ``model`` field picks a behaviour, so a fault test is one line:
     drop                 drops the connection mid-stream
     invalid-json         truncated JSON when response_format asks for JSON
     echo                 answers with the request body it received, as JSON text
+    judge                a pairwise judge: "A" or "B", whichever of "Answer A:" and
+                         "Answer B:" in the last message is longer ("T" if equal)
     no-usage             answers without ``usage`` (streams: without the usage chunk)
     negative-usage       reports negative token counts
     huge-usage           reports 10,000,000 completion tokens
@@ -86,7 +88,23 @@ def error_response(status: int, message: str, code: str | None = None) -> Respon
 
 def echo(payload: dict[str, Any]) -> Response:
     """Return the received body as the answer, so tests can see what went upstream."""
-    text = orjson.dumps(payload).decode()
+    return text_answer(payload, orjson.dumps(payload).decode())
+
+
+def judge(payload: dict[str, Any]) -> Response:
+    """A judge with a fixed taste, the longer answer, so swapped positions agree."""
+    last = payload["messages"][-1]
+    text = last.get("content") if isinstance(last, dict) else None
+    text = text if isinstance(text, str) else ""
+    _, _, rest = text.partition("Answer A:\n")
+    first, _, rest = rest.partition("\n\nAnswer B:\n")
+    second = rest.rpartition("\n\nWhich")[0]
+    return text_answer(payload, "A" if len(first) > len(second) else
+                       "B" if len(second) > len(first) else "T")
+
+
+def text_answer(payload: dict[str, Any], text: str) -> Response:
+    """A whole answer of ``text``, streamed in one chunk or not, as the request asked."""
     usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
     base = {"id": "chatcmpl-echo", "created": 0, "model": "echo"}
     if not payload.get("stream"):
@@ -102,6 +120,8 @@ def echo(payload: dict[str, Any]) -> Response:
     stream = b"".join(b"data: " + orjson.dumps(e) + b"\n\n" for e in events) + b"data: [DONE]\n\n"
     return Response(stream, media_type="text/event-stream")
 
+
+TEXT_ANSWERS = {"echo": echo, "judge": judge}
 
 # Usage faults: what the upstream reports instead of the truth (None: no usage at all).
 USAGE_FAULTS: dict[str, dict[str, int] | None] = {
@@ -227,8 +247,8 @@ def create_app(base: SimulateConfig) -> Starlette:
         except Exception:
             return error_response(400, "'messages' is required", "invalid_request")
         name = str(payload.get("model"))
-        if name == "echo":
-            return echo(payload)
+        if (answer := TEXT_ANSWERS.get(name)) is not None:
+            return answer(payload)
         if name.startswith("status-"):
             return status_fault(name)
         if name.startswith("retry-after-"):

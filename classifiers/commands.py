@@ -4,7 +4,7 @@
     routegate eval                        # routing table on llmrouter_test.jsonl
     echo '{"id": 1, "prompt": "hi"}' | routegate classify
     routegate calibrate --model my-llm --data labelled.jsonl --family llama
-    routegate learn --labels labels.jsonl --out learned/   # see classifiers/learning.py
+    # routegate learn is labelling/learn_command.py (it also reads the traffic's labels)
 
 ``gateway/cli.py`` calls ``register(subparsers)``; ``python -m
 classifiers.commands <subcommand>`` runs the same handlers without the gateway.
@@ -67,9 +67,6 @@ def register(subparsers) -> None:
     cal.add_argument("--family", default=None, help="family whose offsets to apply")
     cal.add_argument("--artifact", type=Path, default=None)
     cal.set_defaults(func=run_calibrate)
-
-    from classifiers.learn_command import register_learn
-    register_learn(subparsers)
 
 
 def run_train(args: argparse.Namespace) -> int:

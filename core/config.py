@@ -33,6 +33,7 @@ from pydantic import (
 from core.batch_config import BatchSettings
 from core.budget_config import BudgetSettings, Limits
 from core.escalation_config import BreakerConfig, EscalationConfig
+from core.learning_config import LearningSettings, ShadowConfig
 from core.load_metrics_config import LoadMetricsConfig
 from core.otel_config import OtelConfig
 from core.responses_config import ResponsesSettings
@@ -219,6 +220,12 @@ class TeamConfig(Strict):
     # The pool of a request that names none (x-routegate-pool); None: interactive
     # if allowed, else the first allowed pool.
     default_pool: PoolName | None = None
+    # POST /v1/feedback on this team's requests (core/learning_config.py)
+    feedback: bool = False
+    # A model from ``routegate learn`` for this team's requests; None: routing.classifier
+    classifier: str | None = None
+    # Shadow answers for labels (core/learning_config.py); None: off
+    shadow: ShadowConfig | None = None
 
     def key_configs(self) -> list[KeyConfig]:
         return [KeyConfig(hash=k) if isinstance(k, str) else k for k in self.keys]
@@ -283,6 +290,7 @@ class GatewayConfig(Strict):
     logging: LoggingConfig = LoggingConfig()
     otel: OtelConfig = OtelConfig()           # optional traces (gateway/observe/otel.py)
     responses: ResponsesSettings = ResponsesSettings()   # stored /v1/responses (core/responses_config.py)
+    learning: LearningSettings = LearningSettings()      # labels from traffic (core/learning_config.py)
 
     @model_validator(mode="after")
     def _cross_references(self) -> GatewayConfig:
@@ -296,6 +304,12 @@ class GatewayConfig(Strict):
             for model in team.allowed_models or []:
                 if model not in known:
                     raise ValueError(f"team {team.name!r} allows undefined model {model!r}")
+            shadow = team.shadow
+            for role, named in (("model", shadow.model if shadow else None),
+                                ("judge", shadow.judge if shadow else None)):
+                if named and named not in known:
+                    raise ValueError(f"team {team.name!r}: shadow.{role} names undefined "
+                                     f"model {named!r}")
         if self.routing.fixed_model and self.routing.fixed_model not in known:
             raise ValueError(f"routing.fixed_model names undefined model {self.routing.fixed_model!r}")
         undefined = [n for n in self.escalation.ladder or () if n not in known]

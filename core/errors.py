@@ -8,6 +8,7 @@
     ├── NotFound                      404     invalid_request_error   not_found
     │   └── ModelNotFound             404     invalid_request_error   model_not_found
     ├── MethodNotAllowed              405     invalid_request_error   method_not_allowed
+    ├── Conflict                      409     invalid_request_error   (varies)
     ├── RequestTimeout                408     invalid_request_error   request_timeout
     ├── PayloadTooLarge               413     invalid_request_error   request_too_large
     ├── RateLimited                   429     rate_limit_error        rate_limit_exceeded
@@ -121,6 +122,12 @@ class MethodNotAllowed(GatewayError):
     status_code = 405
     error_type = "invalid_request_error"
     default_code = "method_not_allowed"
+
+
+class Conflict(GatewayError):
+    status_code = 409
+    error_type = "invalid_request_error"
+    default_code = "conflict"
 
 
 class RequestTimeout(GatewayError):

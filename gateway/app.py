@@ -41,7 +41,7 @@ from gateway.auth import warn_about_admin_key
 from gateway.edge import EdgeState
 from gateway.ids import response_request_id
 from gateway.reload import reload_teams, watch_config
-from gateway.routes import admin, anthropic, batches, doors, files, meta, responses, ui, usage
+from gateway.routes import admin, anthropic, batches, doors, feedback, files, meta, responses, ui, usage
 from gateway.server import raise_open_file_limit
 from gateway.state import AppState
 
@@ -113,7 +113,7 @@ def create_app(config: GatewayConfig, config_path: str | None = None) -> RouteGa
         return _error(GatewayError("The server had an error while processing your request."),
                       request)
 
-    for module in (meta, usage, admin, files, batches, responses, ui):
+    for module in (meta, usage, admin, files, batches, responses, feedback, ui):
         app.include_router(module.router)
     return RouteGate(app, {**doors.ROUTES, **anthropic.ROUTES})
 

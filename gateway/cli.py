@@ -26,6 +26,7 @@ from gateway.server import (
     RequestLimits,
     uvicorn_options,
 )
+from labelling import learn_command
 from loadtest import commands as loadtest_commands
 from policies import get_policy
 
@@ -112,7 +113,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Cost, failures and latency per team and model (``gateway/observe/report.py``)."""
-    from gateway.observe.report import build_report, parse_since, print_report
+    from core.durations import parse_since
+    from gateway.observe.report import build_report, print_report
 
     config = _load(args.config)
     if config is None:
@@ -170,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # train, eval, classify, calibrate: the complexity classifier's commands
     classifier_commands.register(sub)
+    learn_command.register_learn(sub)   # learn --labels FILE | --from-traffic --team T
     loadtest_commands.register(sub)     # loadtest run | experiment
     return parser
 

@@ -49,6 +49,8 @@ def reload_teams(gw: AppState) -> dict[str, Any]:
         logger.error("config reload refused: teams allow models not running: %s", unknown)
         return {"reloaded": False, "errors": [f"unknown models {sorted(unknown)}"]}
     restart = needs_restart(gw.config, new)
+    if any(not gw.router.has_classifier(t.classifier) for t in new.teams if t.classifier):
+        restart.append("teams[].classifier")    # loaded at start: routing.classifier till then
     gw.config = gw.config.model_copy(update={"teams": new.teams})
     gw.keyring = KeyRing.from_config(gw.config)
     logger.info("reloaded %d teams from %s", len(new.teams), gw.config_path)

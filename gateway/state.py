@@ -34,8 +34,11 @@ from gateway.money.ceiling import Tariff
 from gateway.observe.otel import NOOP, Tracer, start_tracer
 from gateway.observe.telemetry import Telemetry
 from gateway.pipeline.routing import Router
+from gateway.pipeline.shadow import Shadows
 from gateway.protocols import build_doors
 from gateway.protocols.base import Door
+from labelling.recorder import Recorder
+from labelling.store import LabelStore
 from scheduling.breaker import Breaker
 from scheduling.fleet import FleetShare
 from scheduling.fleet_health import FleetHealth
@@ -67,6 +70,17 @@ def load_classifier(path: str | None) -> ComplexityModel | None:
         return None
 
 
+def load_team_classifiers(config: GatewayConfig) -> dict[str, ComplexityModel]:
+    """The models ``teams[].classifier`` name, by path; a team whose model cannot
+    load is routed with ``routing.classifier`` (logged)."""
+    loaded: dict[str, ComplexityModel] = {}
+    for path in sorted({t.classifier for t in config.teams if t.classifier}):
+        model = load_classifier(path)
+        if model is not None:
+            loaded[path] = model
+    return loaded
+
+
 @dataclass
 class AppState:
     config: GatewayConfig
@@ -85,12 +99,15 @@ class AppState:
     schedulers: dict[str, PoolScheduler] = field(default_factory=dict)
     tracer: Tracer = NOOP      # OpenTelemetry spans (gateway/observe/otel.py): NOOP unless otel.endpoint
     doors: dict[str, Door] = field(default_factory=dict)   # path -> protocol adapter
+    labels: Recorder | None = None     # labels from the traffic (labelling/), None: learning.labels off
+    shadows: Shadows = None  # type: ignore[assignment]  # set in __post_init__ (teams[].shadow)
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.models: dict[str, ModelConfig] = {m.name: m for m in self.config.models}
         # What a request may cost per model: prices, output caps, learned prompt counts.
         self.tariff = Tariff(self.config)
+        self.shadows = Shadows(self)
 
     @classmethod
     async def start(cls, config: GatewayConfig, config_path: str | None = None) -> AppState:
@@ -98,7 +115,8 @@ class AppState:
         backends = build_backends(config)
         breakers = {m.name: Breaker(config.breaker) for m in config.models}
         classifier = await asyncio.to_thread(load_classifier, config.routing.classifier)
-        router = Router(config, backends, classifier, breakers)
+        team_classifiers = await asyncio.to_thread(load_team_classifiers, config)
+        router = Router(config, backends, classifier, breakers, team_classifiers)
         # Load tiktoken's files now, not on the first request (about 0.5 s each).
         await asyncio.to_thread(lambda: [counter_for(enc) for enc in router.encodings])
         data_dir = Path(config.data_dir)
@@ -122,6 +140,10 @@ class AppState:
         if config.breaker.shared:
             state.spawn(FleetHealth(redis.client, config.budget.key_prefix, state.replica_id,
                                     breakers).run())
+        if config.learning.labels:
+            state.labels = Recorder(LabelStore(redis.client, config.budget.key_prefix,
+                                               config.learning), config.learning)
+            state.spawn(state.labels.run())
         state.batch = await open_batch_service(state)
         state.doors = build_doors(state)
         # Open a few pooled connections now rather than in the first burst.
@@ -140,12 +162,15 @@ class AppState:
         self._tasks.append(asyncio.create_task(coro))
 
     async def aclose(self) -> None:
+        await self.shadows.aclose()
         if self.batch is not None:  # first: its lines still use the budget and backends
             await self.batch.aclose()
         if self.budget is not None:
             await self.budget.aclose()
         for task in self._tasks:
             task.cancel()
+        if self.labels is not None:       # what the last requests left, before Redis closes
+            await self.labels.flush()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for backend in self.backends.values():
             await backend.aclose()

@@ -27,6 +27,11 @@ INVALID_TOOL_CALL = "invalid_tool_call"
 TOOL_CHOICE_VIOLATED = "tool_choice_violated"
 TRUNCATED = "truncated"
 LOW_LOGPROB = "low_logprob"
+# Verdicts that say the model could not answer this prompt (labels for
+# ``routegate learn``): every refusal, a truncated one too (the rung above
+# answered within the same cap).
+FAILED_ANSWER = frozenset({INVALID_JSON, SCHEMA_VIOLATION, INVALID_TOOL_CALL, TRUNCATED,
+                           TOOL_CHOICE_VIOLATED, LOW_LOGPROB})
 
 
 def _strict(schema: Any) -> Any:

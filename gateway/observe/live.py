@@ -56,6 +56,8 @@ class LiveFigures:
     models: list[ModelLive]
     teams: list[TeamLive] = field(default_factory=list)
     batches: list[dict[str, Any]] = field(default_factory=list)
+    labels: dict[str, int] = field(default_factory=dict)   # the label recorder's counts
+    shadows: dict[str, int] = field(default_factory=dict)  # shadow answers' outcomes
 
     def batch_lines(self) -> dict[str, int]:
         lines = {"pending": 0, "completed": 0, "failed": 0}
@@ -128,4 +130,9 @@ class LiveSampler:
             except Exception:   # Redis down: show what is in memory
                 teams, batches = [], []
             self._stored = (now, teams, batches)
-        return LiveFigures(model_figures(gw), self._stored[1], self._stored[2])
+        labels = ({} if gw.labels is None else
+                  {"written": gw.labels.written, "dropped": gw.labels.dropped,
+                   "lost": gw.labels.lost})
+        shadows = {"compared": gw.shadows.compared, "skipped": gw.shadows.skipped,
+                   "failed": gw.shadows.failed}
+        return LiveFigures(model_figures(gw), self._stored[1], self._stored[2], labels, shadows)

@@ -32,6 +32,8 @@ Live, as this worker sees them at the scrape (gauges):
     routegate_budget_remaining_usd{team}               hard limit left, as last seen, no Redis call
     routegate_batch_lines{state}                       active batches (one bounded read)
     routegate_budget_journal_quarantined_total
+    routegate_labels_total{result}                     labels from traffic: written | dropped | lost
+    routegate_shadows_total{result}                    shadow answers: compared | skipped | failed
 
 No label is per key or per request: teams, models, pools, reasons and statuses
 are all bounded by the config and the code.
@@ -48,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from budget.journal import QUARANTINED_METRIC
@@ -226,7 +228,18 @@ def live_families(live: LiveFigures) -> Iterator[Metric]:
                               labels=["state"])
     for state, n in live.batch_lines().items():
         lines.add_metric([state], n)
-    yield from (breaker, in_flight, queued, *upstream.values(), budget, lines)
+    recorded = CounterMetricFamily("routegate_labels", "Labels and feedback records from the "
+                                   "traffic: written, dropped (buffer full), lost (Redis "
+                                   "failed)", labels=["result"])
+    for result, n in live.labels.items():
+        recorded.add_metric([result], n)
+    shadows = CounterMetricFamily("routegate_shadows", "Shadow answers (teams[].shadow): "
+                                  "compared, skipped (too many at once), failed",
+                                  labels=["result"])
+    for result, n in live.shadows.items():
+        shadows.add_metric([result], n)
+    yield from (breaker, in_flight, queued, *upstream.values(), budget, lines, recorded,
+                shadows)
 
 
 def fresh_metrics_dir(data_dir: str) -> Path:

@@ -21,7 +21,6 @@ The "model" is the one that answered; "-" gathers the requests no model answered
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 from collections import defaultdict
 from collections.abc import Iterator
@@ -34,16 +33,6 @@ import orjson
 
 from core.config import GatewayConfig
 from gateway.observe.request_log import EVENT, FILE_NAME, log_dir
-
-_SINCE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_since(text: str) -> timedelta:
-    match = _SINCE.match(text.strip())
-    if not match:
-        raise ValueError(f"--since takes a duration like 90s, 30m, 1h or 7d, not {text!r}")
-    return timedelta(seconds=float(match[1]) * _UNIT[match[2]])
 
 
 def log_files(data_dir: str | Path) -> list[Path]:

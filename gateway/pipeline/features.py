@@ -1,6 +1,6 @@
 """What routing needs to know about a request: token counts and complexity.
 
-    features = await measure(req, encodings={"o200k_base"}, classifier=None)
+    features = await measure(req, encodings={"o200k_base"}, scorer=None)
     features.prompt_tokens("o200k_base")
 
 Counting is exact (tiktoken) and done once per encoding per request. A very
@@ -21,11 +21,34 @@ from gateway.pipeline.request import EMBEDDING, ModelRequest
 
 if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel, PromptScore
+    from core.config import GatewayConfig, ModelConfig
 
 # Above this many characters the work moves off the event loop (~1 ms of tiktoken).
 LONG_PROMPT_CHARS = 16_000
 # Expected output length when the client gives no max_tokens.
 DEFAULT_EXPECTED_OUTPUT = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Scorer:
+    """A complexity model, and what it knows of the config's models by name.
+
+    A model from ``routegate learn`` on this fleet's traffic knows its models
+    by their config names: their learned ability and offsets replace the
+    config's ``ability`` and ``family``."""
+
+    model: ComplexityModel
+    terms: dict[str, tuple[float, str | None]]
+
+    @classmethod
+    def of(cls, model: ComplexityModel, config: GatewayConfig) -> Scorer:
+        terms = {m.name: model.learned_terms(m.name) or (m.ability, m.family)
+                 for m in config.models}
+        return cls(model, terms)
+
+    def p_correct(self, score: PromptScore, model: ModelConfig) -> float:
+        ability, family = self.terms.get(model.name, (model.ability, model.family))
+        return self.model.p_correct(score, ability, family)
 
 
 @dataclass(slots=True)
@@ -36,6 +59,7 @@ class RequestFeatures:
     score: PromptScore | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     classify_s: float | None = None      # time in the classifier (a metric)
+    scorer: Scorer | None = None         # what produced ``score``
 
     def prompt_tokens(self, encoding: str) -> int:
         return self.token_counts[encoding]
@@ -59,25 +83,26 @@ def _count(req: ModelRequest, counter: TokenCounter) -> int:
 
 
 def _measure_sync(req: ModelRequest, encodings: set[str],
-                  classifier: ComplexityModel | None) -> RequestFeatures:
+                  scorer: Scorer | None) -> RequestFeatures:
     if req.templated and not req.extra_prompt_tokens:     # chat: the usual case
         counts = {enc: counter_for(enc).count_messages(req.messages) for enc in encodings}
     else:
         counts = {enc: _count(req, counter_for(enc)) for enc in encodings}
     score, spent = None, None
-    if classifier is not None:
+    if scorer is not None:
         started = time.perf_counter()
-        score = classifier.score_messages(req.messages, has_tools=req.has_tools,
+        score = scorer.model.score_messages(req.messages, has_tools=req.has_tools,
                                           has_response_format=req.has_response_format)
         spent = time.perf_counter() - started
     expected = req.max_tokens or DEFAULT_EXPECTED_OUTPUT
     demand = Demand(counts, len(req.messages), req.max_tokens, req.choices,
                     generates=req.operation != EMBEDDING)
-    return RequestFeatures(counts, expected, demand, score, classify_s=spent)
+    return RequestFeatures(counts, expected, demand, score, classify_s=spent, scorer=scorer)
 
 
 async def measure(req: ModelRequest, encodings: set[str],
-                  classifier: ComplexityModel | None) -> RequestFeatures:
+                  scorer: Scorer | None) -> RequestFeatures:
+    """``scorer``: None when the request needs no complexity score."""
     if _approx_chars(req.messages) > LONG_PROMPT_CHARS:
-        return await asyncio.to_thread(_measure_sync, req, encodings, classifier)
-    return _measure_sync(req, encodings, classifier)
+        return await asyncio.to_thread(_measure_sync, req, encodings, scorer)
+    return _measure_sync(req, encodings, scorer)

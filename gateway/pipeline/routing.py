@@ -18,7 +18,7 @@ from core.errors import InvalidRequest, ModelNotFound
 from core.types import LiveStats
 from gateway.auth import Caller
 from gateway.money.pricing import cost_usd, pool_rate
-from gateway.pipeline.features import DEFAULT_EXPECTED_OUTPUT, RequestFeatures
+from gateway.pipeline.features import DEFAULT_EXPECTED_OUTPUT, RequestFeatures, Scorer
 from gateway.pipeline.ladder import climb
 from gateway.pipeline.request import EMBEDDING, ModelRequest
 from policies import Candidate, Decision, Policy, RouteContext, get_policy
@@ -65,7 +65,9 @@ def usable_models(config: GatewayConfig, caller: Caller) -> list[ModelConfig]:
 class Router:
     def __init__(self, config: GatewayConfig, backends: dict[str, Backend],
                  classifier: ComplexityModel | None = None,
-                 breakers: dict[str, Breaker] | None = None) -> None:
+                 breakers: dict[str, Breaker] | None = None,
+                 team_classifiers: dict[str, ComplexityModel] | None = None) -> None:
+        """``team_classifiers``: by path, the models that ``teams[].classifier`` name."""
         self.config = config
         self.backends = backends
         self.classifier = classifier
@@ -76,30 +78,31 @@ class Router:
         self._models = {n: m for m in config.models for n in (m.name, *m.aliases)}
         self._routable = [m for m in config.models if m.kind == "chat"]
         self.slo = SLO.from_config(config)
-        # A classifier from ``routegate learn`` on this fleet's traffic knows its
-        # models by name: their learned ability and offsets replace the config's.
-        self._terms = {m.name: (m.ability, m.family) for m in config.models}
-        if classifier is not None:
-            for m in config.models:
-                self._terms[m.name] = classifier.learned_terms(m.name) or self._terms[m.name]
+        self._default = Scorer.of(classifier, config) if classifier is not None else None
+        self._scorers = {path: Scorer.of(m, config) for path, m in (team_classifiers or {}).items()}
 
-    def needs_score(self, req: ModelRequest) -> bool:
-        """Classify only when it changes something: a routed request, or a
-        simulated model whose correctness draw uses the prediction."""
-        if self.classifier is None or req.operation == EMBEDDING:
-            return False
+    def has_classifier(self, path: str) -> bool:
+        return path in self._scorers
+
+    def scorer(self, req: ModelRequest, caller: Caller) -> Scorer | None:
+        """The team's classifier (``teams[].classifier``, else ``routing.classifier``),
+        only when it changes something: a routed request, or a simulated model
+        whose correctness draw uses the prediction."""
+        path = caller.team.classifier
+        scorer = self._scorers.get(path, self._default) if path else self._default
+        if scorer is None or req.operation == EMBEDDING:
+            return None
         if req.routed:
-            return True
+            return scorer
         model = self._models.get(req.model)
-        return model is not None and model.backend == "simulated"
+        return scorer if model is not None and model.backend == "simulated" else None
 
     def predicted_quality(self, model: ModelConfig, features: RequestFeatures) -> float:
         """P(correct) of ``model`` on this prompt: the one place it is computed.
         Without a score (classifier off, or not needed) it is the model's ability."""
-        if features.score is None or self.classifier is None:
+        if features.score is None or features.scorer is None:
             return model.ability
-        ability, family = self._terms.get(model.name, (model.ability, model.family))
-        return self.classifier.p_correct(features.score, ability, family)
+        return features.scorer.p_correct(features.score, model)
 
     def _candidate(self, model: ModelConfig, features: RequestFeatures, rate: float
                    ) -> Candidate:

@@ -36,6 +36,7 @@ from gateway.observe.otel import NO_SPAN, Span
 from gateway.pipeline.attempts import AnswerCheck, Attempts
 from gateway.pipeline.dispatch import call_with_fallback
 from gateway.pipeline.features import RequestFeatures, measure
+from gateway.pipeline.labels import learn_from
 from gateway.pipeline.ladder import LOW_CONFIDENCE
 from gateway.pipeline.outcome import Outcome
 from gateway.pipeline.pools import request_pool
@@ -82,6 +83,7 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
     started = time.perf_counter()
     attempts, bill = Attempts(), Bill(gw.tariff)
     span = gw.tracer.start_request(headers)     # NO_SPAN unless otel.endpoint is set
+    req: ModelRequest | None = None
     try:
         caller = caller or gw.keyring.authenticate(headers)
         o.team, o.key = caller.team.name, caller.key_id
@@ -113,6 +115,8 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         stage.end()
         span.finish(o)
         gw.telemetry.request_completed(o)
+        if caller is not None:
+            learn_from(gw, o, req, attempts, caller, bill.answer if bill.served else None)
     return o
 
 
@@ -120,8 +124,7 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
                  req: ModelRequest, attempts: Attempts, bill: Bill, span: Span = NO_SPAN,
                  stable: bool = False) -> None:
     stage = span.child("classify")
-    features = await measure(req, gw.router.encodings,
-                             gw.classifier if gw.router.needs_score(req) else None)
+    features = await measure(req, gw.router.encodings, gw.router.scorer(req, caller))
     decision = gw.router.choose(req, caller, features, pool=o.pool,
                                 soft_limited=gw.soft_limited(caller))
     stage.end()

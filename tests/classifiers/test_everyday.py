@@ -36,7 +36,7 @@ def route():
     def choose(prompt: str) -> str:
         body = json.dumps({"model": "auto", "messages": [{"role": "user", "content": prompt}]})
         chat = parse_chat(body.encode(), {})
-        features = asyncio.run(measure(chat, router.encodings, classifier))
+        features = asyncio.run(measure(chat, router.encodings, router.scorer(chat, caller)))
         return router.choose(chat, caller, features).model
 
     return choose

@@ -256,7 +256,7 @@ EVERY_KEY_CHANGED = {
     "admin_key_env": "OTHER_ADMIN_KEY", "redis_url": "redis://127.0.0.1:1/0", "data_dir": "/nowhere",
     "max_body_bytes": 4096, "metrics": {"enabled": False}, "logging": {"prompts": True},
     "otel": {"endpoint": "http://127.0.0.1:4318"},
-    "responses": {"store_ttl_s": 7200},
+    "responses": {"store_ttl_s": 7200}, "learning": {"keep_days": 7},
 }
 
 

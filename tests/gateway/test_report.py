@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from core.config import GatewayConfig, LoggingConfig
-from gateway.observe.report import build_report, log_files, parse_since
+from core.durations import parse_since
+from gateway.observe.report import build_report, log_files
 from gateway.observe.request_log import LogFile, RequestLog
 from gateway.pipeline.outcome import Outcome
 from tests.support import REPO, TEST_KEY, base_config, child_env, run_gateway, run_simulator

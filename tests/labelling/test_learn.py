@@ -87,7 +87,7 @@ def test_the_cli_writes_an_artifact_that_classify_and_the_model_load(tmp_path: P
     labels = tmp_path / "labels.jsonl"
     labels.write_bytes(b"\n".join(label_lines()) + b"\n")
     out = tmp_path / "learned"
-    run = subprocess.run([sys.executable, "-m", "classifiers.commands", "learn", "--labels",
+    run = subprocess.run([sys.executable, "-m", "gateway.cli", "learn", "--labels",
                           str(labels), "--out", str(out)], capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stderr
@@ -125,7 +125,7 @@ def test_learn_refuses_to_write_a_model_that_is_not_better(tmp_path: Path) -> No
     labels = tmp_path / "flat.jsonl"
     labels.write_bytes(b"\n".join(lines))
     out = tmp_path / "learned"
-    run = subprocess.run([sys.executable, "-m", "classifiers.commands", "learn", "--labels",
+    run = subprocess.run([sys.executable, "-m", "gateway.cli", "learn", "--labels",
                           str(labels), "--out", str(out)], capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 1 and "not written" in run.stderr

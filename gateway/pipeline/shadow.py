@@ -1,0 +1,137 @@
+"""Shadow answers: a share of a team's routed chat answered again by a stronger model, compared,
+and kept as labels for ``routegate learn`` (``teams[].shadow``, core/learning_config.py).
+
+    gw.shadows.offer(o, req, caller, answer)    # in serve's finally: the client has its answer
+
+- **Which**: a routed (``model: auto``), non-streamed chat request that was
+  answered (200) by a model other than ``shadow.model``.
+- **How many**: exactly every 1/``rate``-th of those per replica (a credit
+  grows by ``rate`` per eligible request and a shadow spends 1), so a
+  replica never runs more than ``rate`` × its traffic, plus one; at most
+  ``MAX_IN_FLIGHT`` at once, the others are skipped and counted.
+- **How**: through ``run_line``, the whole pipeline, in the batch pool:
+  the team's budget is reserved and settled for the shadow and the judge
+  calls at the batch price, as for a batch line. Nothing waits on it: it
+  starts after the answer was sent.
+- **Compared**: exactly where the answer's form can be checked
+  (``labelling/compare.py``): agreeing answers are a 1 for both models, else
+  a 0 for the served one and a 1 for the shadow; otherwise by ``judge``,
+  twice with the answers' positions swapped, the served model's score the
+  mean of the two votes and the shadow's its complement. Without a judge a
+  free-form answer is not compared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from classifiers.complexity import conversation_text
+from core.learning_config import ShadowConfig
+from gateway.auth import Caller
+from gateway.pipeline.answers import completion_message
+from gateway.pipeline.outcome import Outcome
+from gateway.pipeline.request import CHAT, ModelRequest
+from gateway.pipeline.serve import run_line
+from gateway.protocols.openai_chat import CHAT_DOOR
+from labelling.compare import JUDGE_MAX_TOKENS, exact_agreement, judge_messages, message_text, verdict
+
+if TYPE_CHECKING:
+    from gateway.state import AppState
+
+logger = logging.getLogger("routegate.shadow")
+
+MAX_IN_FLIGHT = 16
+SHADOW = "shadow"
+
+
+@dataclass
+class Shadows:
+    gw: AppState
+    compared: int = 0          # shadows that became labels
+    skipped: int = 0           # sampled, but too many in flight or labels off
+    failed: int = 0            # the shadow or judge call failed, or nothing to compare
+    _credit: dict[str, float] = field(default_factory=dict)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def offer(self, o: Outcome, req: ModelRequest | None, caller: Caller,
+              answer: Any) -> None:
+        shadow = caller.team.shadow
+        if (shadow is None or req is None or answer is None or not req.routed or req.stream
+                or req.operation != CHAT or o.status != 200 or o.model in (None, shadow.model)):
+            return
+        team = caller.team.name
+        credit = self._credit.get(team, 0.0) + shadow.rate
+        self._credit[team] = credit - 1.0 if credit >= 1.0 else credit
+        if credit < 1.0:
+            return
+        if len(self._tasks) >= MAX_IN_FLIGHT or self.gw.labels is None:
+            self.skipped += 1
+            return
+        assert o.model is not None
+        task = asyncio.create_task(self._run(caller, shadow, req, o.model, o.request_id, answer))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _run(self, caller: Caller, shadow: ShadowConfig, req: ModelRequest,
+                   served: str, request_id: str, answer: Any) -> None:
+        try:
+            theirs = await self._ask(caller, {**req.body, "model": shadow.model, "n": 1})
+            scores = None
+            if theirs is not None:
+                scores = await self._compare(caller, shadow, req, completion_message(answer)[0],
+                                             theirs)
+        except Exception:
+            logger.exception("shadow of request %s failed", request_id)
+            scores = None
+        if scores is None or self.gw.labels is None:
+            self.failed += 1
+            return
+        self.compared += 1
+        self.gw.labels.observe(caller.team.name, request_id, req.messages,
+                               labels=[(served, scores[0], SHADOW),
+                                       (shadow.model, scores[1], SHADOW)],
+                               has_tools=req.has_tools,
+                               has_response_format=req.has_response_format,
+                               keep_text=self.gw.config.logging.prompts)
+
+    async def _ask(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any] | None:
+        status, raw, _ = await run_line(self.gw, caller, CHAT_DOOR, body, pool="batch")
+        if status != 200:
+            logger.info("shadow call to %s answered %d", body.get("model"), status)
+            return None
+        return completion_message(orjson.loads(raw))[0]
+
+    async def _compare(self, caller: Caller, shadow: ShadowConfig, req: ModelRequest,
+                       mine: dict[str, Any], theirs: dict[str, Any]
+                       ) -> tuple[float, float] | None:
+        """(the served model's score, the shadow model's), or None."""
+        agree = exact_agreement(req.body, mine, theirs)
+        if agree is not None:
+            return (1.0, 1.0) if agree else (0.0, 1.0)
+        if shadow.judge is None:
+            return None
+        prompt, a, b = conversation_text(req.messages), message_text(mine), message_text(theirs)
+        first, second = await asyncio.gather(self._judge(caller, shadow.judge, prompt, a, b),
+                                             self._judge(caller, shadow.judge, prompt, b, a))
+        votes = [v for v in (first, None if second is None else 1.0 - second) if v is not None]
+        if not votes:
+            return None
+        score = sum(votes) / len(votes)
+        return score, 1.0 - score
+
+    async def _judge(self, caller: Caller, judge: str, prompt: str, first: str,
+                     second: str) -> float | None:
+        reply = await self._ask(caller, {"model": judge, "max_tokens": JUDGE_MAX_TOKENS,
+                                         "temperature": 0,
+                                         "messages": judge_messages(prompt, first, second)})
+        return None if reply is None else verdict(reply.get("content"))

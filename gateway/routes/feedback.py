@@ -1,0 +1,52 @@
+"""``POST /v1/feedback``: a team scores one of its own answers, and the router learns from it.
+
+    client.post("/feedback", body={"request_id": "req_…", "score": 0.0}, cast_to=object)
+    # {"object": "feedback", "request_id": "req_…", "model": "small", "score": 0.0}
+
+``request_id`` is the ``x-routegate-request-id`` the answer carried; the
+score (0: wrong or unusable, 1: right) becomes a label of the model that
+answered, on a sketch of that prompt (``labelling/``), for ``routegate learn
+--from-traffic``. Only for a team with ``feedback: true`` (403 otherwise,
+naming the setting), for ``learning.feedback_window_s`` after the answer
+(404 after, as for another team's request), once per request (409 after).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+from pydantic import Field
+
+from core.errors import Conflict, NotFound, PermissionDenied, ServiceUnavailable
+from core.strict import Strict
+from gateway.deps import State, TeamCaller
+from gateway.routes.files import json_response
+
+router = APIRouter()
+
+
+class Feedback(Strict):
+    request_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
+    score: float = Field(ge=0, le=1, allow_inf_nan=False)
+
+
+@router.post("/v1/feedback")
+async def give_feedback(spec: Feedback, gw: State, caller: TeamCaller) -> Response:
+    team = caller.team.name
+    if not caller.team.feedback:
+        raise PermissionDenied(f"Feedback is off for team {team!r}: set `feedback: true` on "
+                               "the team in the gateway's config.", code="feedback_disabled")
+    if gw.labels is None:
+        raise ServiceUnavailable("Labels are off on this gateway (learning.labels: false).",
+                                 code="labels_disabled")
+    status, model = await gw.labels.feedback(team, spec.request_id, spec.score)
+    if status == "unknown":
+        raise NotFound(f"No answer with request id '{spec.request_id}' takes feedback: it is "
+                       "not this team's, or older than learning.feedback_window_s "
+                       f"({gw.config.learning.feedback_window_s} s).",
+                       param="request_id", code="request_not_found")
+    if status == "already":
+        raise Conflict(f"Feedback for request '{spec.request_id}' was already given.",
+                       param="request_id", code="feedback_exists")
+    return json_response({"object": "feedback", "request_id": spec.request_id, "model": model,
+                          "score": spec.score})

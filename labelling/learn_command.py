@@ -1,0 +1,153 @@
+"""``routegate learn``: the command around ``classifiers/learning.py``.
+
+    routegate learn --labels labels.jsonl --out learned/
+    routegate learn --from-traffic --team acme --since 7d --out learned/acme
+
+Labels come from a JSONL file or from a team's traffic (``labelling/``: its
+escalations and feedback, in the gateway's Redis; ``--config`` says where,
+and for the traffic the starting point is the team's current classifier).
+It prints the held-out APGR of the current classifier and of the learned one
+on the same held-out half of the labels, and writes ``DIR`` only when the
+learned one is better there (``--force`` writes anyway). The artifact
+written is refitted on every label, with the penalty chosen on the split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from budget.redis_client import open_redis
+from classifiers.complexity import DEFAULT_ARTIFACT, ComplexityModel
+from classifiers.dataset import file_digest
+from classifiers.labels import LabelError, Labels, read_labels
+from classifiers.learning import HELD_FRACTION, Result, fit_labels, learn
+from core.config import ConfigError, load_config
+from core.durations import parse_since
+from labelling.store import LabelStore
+from labelling.traffic import labels_digest, traffic_labels
+
+CONFIG_ENV, DEFAULT_CONFIG = "ROUTEGATE_CONFIG", "config/routegate.yaml"
+
+
+def register_learn(subparsers) -> None:
+    cmd = subparsers.add_parser(
+        "learn", help="refit the classifier on labelled traffic",
+        description="Labels are JSON lines {\"prompt\": str (or \"messages\"), \"model\": "
+                    "str, \"score\": 0..1}, one per model that answered a prompt; model "
+                    "names may be any (\"strong\", \"weak\"). Or a team's own traffic: "
+                    "its escalations and POST /v1/feedback scores, kept in the gateway's "
+                    "Redis. Reports held-out APGR before and after on a split of the prompts.")
+    source = cmd.add_mutually_exclusive_group(required=True)
+    source.add_argument("--labels", type=Path, help="JSONL label file")
+    source.add_argument("--from-traffic", action="store_true",
+                        help="the labels the gateway recorded for --team")
+    cmd.add_argument("--team", help="with --from-traffic: whose labels")
+    cmd.add_argument("--since", default=None, help="with --from-traffic: 90m, 12h, 7d (default: "
+                     "all kept)")
+    cmd.add_argument("--config", default=os.environ.get(CONFIG_ENV, DEFAULT_CONFIG),
+                     help="with --from-traffic: the gateway's config (where its Redis is)")
+    cmd.add_argument("--out", type=Path, required=True, help="directory to write")
+    cmd.add_argument("--classifier", type=Path, default=None,
+                     help="the artifact to start from (default: the shipped one)")
+    cmd.add_argument("--held-out", type=float, default=HELD_FRACTION,
+                     help="share of the prompts held out to compare before and after")
+    cmd.add_argument("--seed", type=int, default=0)
+    cmd.add_argument("--force", action="store_true",
+                     help="write even when the learned model is not better held out")
+    cmd.set_defaults(func=run_learn)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def report(result: Result) -> str:
+    strong, weak = result.names[result.strong], result.names[result.weak]
+    return "\n".join([
+        f"labels: {result.n_train_labels} for training; {result.n_held_prompts} held-out "
+        f"prompts answered by both {strong} (strong) and {weak} (weak)",
+        f"penalty on the new difficulty term: {result.fit.lam:g} (3-fold CV log loss "
+        + ", ".join(f"{k:g}: {v:.4f}" for k, v in result.cv.items()) + ")",
+        f"held-out APGR  before (current classifier): {_fmt(result.before)}",
+        f"held-out APGR  after  (learned):            {_fmt(result.after)}",
+    ])
+
+
+def run_learn(args: argparse.Namespace) -> int:
+    from classifiers.learned_artifact import write_learned
+
+    try:
+        labels, source, start = _read(args)
+    except (OSError, LabelError, ConfigError, ValueError) as exc:
+        print(f"routegate learn: {exc}", file=sys.stderr)
+        return 2
+    model = ComplexityModel.load(start)
+    result, base = learn(model, labels, seed=args.seed, held_fraction=args.held_out)
+    print(report(result))
+    better = (result.before is not None and result.after is not None
+              and result.after > result.before)
+    if not better and not args.force:
+        print("not written: the learned model is not better on the held-out prompts "
+              "(--force writes it anyway)", file=sys.stderr)
+        return 1
+    final = fit_labels(base, labels, np.arange(len(labels)), result.fit.lam)
+    provenance = {
+        **source, "n_labels": len(labels), "n_prompts": len(labels.prompts),
+        "models": labels.names,
+        "strong": labels.names[result.strong], "weak": labels.names[result.weak],
+        "base_artifact": str(start or DEFAULT_ARTIFACT),
+        "base_sha256": file_digest(_artifact_file(start)),
+        "held_out_fraction": args.held_out, "seed": args.seed, "lambda": result.fit.lam,
+        "held_out_apgr_before": result.before, "held_out_apgr_after": result.after,
+        "refit_on": "all labels", "beta": final.beta,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+    target = write_learned(args.out, start, final, labels.names, result.weak, base, provenance)
+    print(f"wrote {target}")
+    return 0
+
+
+def _read(args: argparse.Namespace) -> tuple[Labels, dict[str, Any], Path | None]:
+    """(labels, where they came from, the classifier to start from)."""
+    if not args.from_traffic:
+        return (read_labels(args.labels),
+                {"labels": str(args.labels), "labels_sha256": file_digest(args.labels)},
+                args.classifier)
+    if not args.team:
+        raise ValueError("--from-traffic needs --team")
+    config = load_config(args.config)
+    team = next((t for t in config.teams if t.name == args.team), None)
+    if team is None:
+        raise ValueError(f"no team {args.team!r} in {args.config}")
+    since_s = parse_since(args.since).total_seconds() if args.since else None
+    labels, summary = asyncio.run(_from_redis(config, team.name, since_s))
+    print(f"traffic labels of {team.name}: {summary['by_source']}"
+          + (f", {summary['skipped']} unreadable skipped" if summary["skipped"] else ""))
+    current = team.classifier or config.routing.classifier
+    source = {"labels": f"traffic: team {team.name}, since {args.since or 'all kept'}",
+              "labels_sha256": labels_digest(labels), "by_source": summary["by_source"]}
+    return labels, source, args.classifier or (Path(current) if current else None)
+
+
+async def _from_redis(config: Any, team: str, since_s: float | None
+                      ) -> tuple[Labels, dict[str, Any]]:
+    handle = await open_redis(config.effective_redis_url, Path(config.data_dir))
+    try:
+        store = LabelStore(handle.client, config.budget.key_prefix, config.learning)
+        return await traffic_labels(store, team, since_s)
+    finally:
+        await handle.close()
+
+
+def _artifact_file(path: Path | None) -> Path:
+    if path is None:
+        return DEFAULT_ARTIFACT
+    return path / DEFAULT_ARTIFACT.name if path.is_dir() else path

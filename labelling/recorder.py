@@ -1,0 +1,121 @@
+"""What the request path hands over, written off it: a bounded buffer and a flush loop.
+
+    recorder = Recorder(store, settings)
+    state.spawn(recorder.run())                       # flushes every FLUSH_S
+    recorder.observe("acme", request_id, messages, labels=[("small", 0.0, "escalation"),
+                                                          ("large", 1.0, "escalation")])
+
+``observe`` costs joining the conversation's text and an append (nothing at
+all for a request with no labels and no feedback): the prompt's sketch (about 0.25 ms of featurizing) and the
+Redis write happen in the flush loop, a pipelined round trip per flush, in
+slices that yield to the event loop. The buffer is bounded in entries
+(``learning.max_pending``) and in the prompt characters it holds
+(``MAX_PENDING_CHARS``); past either the newest are dropped and counted
+(``dropped``), never the request. A flush that fails is logged and its
+labels are lost (``lost``): labels are evidence, not money, and a stalled
+Redis must not grow the buffer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from classifiers.complexity import conversation_text
+from classifiers.labels import MAX_PROMPT_CHARS
+from classifiers.sketch import sketch_of
+from core.learning_config import LearningSettings
+from labelling.store import LabelStore, Write
+
+logger = logging.getLogger("routegate.labels")
+
+FLUSH_S = 0.25
+MAX_PENDING_CHARS = 64 * 1024 * 1024
+SLICE = 16                  # sketches between yields to the event loop
+MAX_PER_FLUSH = 2000
+
+
+@dataclass(slots=True)
+class _Pending:
+    write: Write
+    text: str                           # the conversation, as the classifier reads it
+    n_messages: int
+    flags: tuple[bool, bool]            # has_tools, has_response_format
+    keep_text: bool
+
+
+@dataclass
+class Recorder:
+    store: LabelStore
+    settings: LearningSettings
+    written: int = 0
+    dropped: int = 0
+    lost: int = 0
+    _pending: deque[_Pending] = field(default_factory=deque)
+    _chars: int = 0
+
+    def observe(self, team: str, request_id: str, messages: list[dict[str, Any]], *,
+                labels: list[tuple[str, float, str]] | None = None,
+                served_model: str | None = None, has_tools: bool = False,
+                has_response_format: bool = False, keep_text: bool = False) -> None:
+        if not labels and served_model is None:
+            return
+        text = conversation_text(messages)
+        if (len(self._pending) >= self.settings.max_pending
+                or self._chars + len(text) > MAX_PENDING_CHARS):
+            self.dropped += 1
+            return
+        write = Write(team, request_id, b"", labels=list(labels or ()), served_model=served_model)
+        self._pending.append(_Pending(write, text, max(len(messages), 1),
+                                      (has_tools, has_response_format), keep_text))
+        self._chars += len(text)
+
+    async def feedback(self, team: str, request_id: str, score: float) -> tuple[str, str]:
+        """``LabelStore.feedback``, for an answer that may have been sent a moment
+        ago: what waits here is written first, and an unknown id is asked again
+        once the other replicas have flushed too."""
+        if self._pending:
+            await self.flush()
+        status, model = await self.store.feedback(team, request_id, score)
+        if status == "unknown":
+            await asyncio.sleep(2 * FLUSH_S)
+            status, model = await self.store.feedback(team, request_id, score)
+        return status, model
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_S)
+            await self.flush()
+
+    async def flush(self) -> int:
+        """Write what is waiting (at most MAX_PER_FLUSH); the number written."""
+        batch: list[Write] = []
+        while self._pending and len(batch) < MAX_PER_FLUSH:
+            item = self._pending.popleft()
+            self._chars -= len(item.text)
+            batch.append(_finish(item))
+            if len(batch) % SLICE == 0:
+                await asyncio.sleep(0)
+        if not batch:
+            return 0
+        try:
+            await self.store.write(batch)
+        except Exception as exc:           # Redis down or slow: log, count, move on
+            self.lost += len(batch)
+            logger.warning("could not store %d labels (%s: %s)", len(batch),
+                           type(exc).__name__, exc)
+            return 0
+        self.written += len(batch)
+        return len(batch)
+
+
+def _finish(item: _Pending) -> Write:
+    has_tools, has_format = item.flags
+    sketch = sketch_of(item.text, n_messages=item.n_messages, has_tools=has_tools,
+                       has_response_format=has_format)
+    item.write.sketch = sketch.to_bytes()
+    item.write.text = item.text[:MAX_PROMPT_CHARS] if item.keep_text else None
+    return item.write

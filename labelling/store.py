@@ -1,0 +1,150 @@
+"""The label store: a stream of labels per team, and the served records feedback attaches to.
+
+    store = LabelStore(redis, "rg", settings)
+    await store.write([Write(team, request_id, sketch_bytes, text, labels, served_model)])
+    status, model = await store.feedback("acme", request_id, 0.8)   # "ok" | "unknown" | "already"
+    async for label in store.read("acme", since_s=7 * 86400): ...
+
+A label is a stream entry ``{m: model, s: score, src: source, rid: request id,
+k: sketch, [p: prompt text]}``; its id is its time. The stream keeps the
+newest ``keep_labels`` (XADD's approximate MAXLEN) and none older than
+``keep_days`` (XTRIM MINID, at most once a minute per team and replica).
+
+A served record (a hash with the model, the sketch, and the text when kept)
+lives ``feedback_window_s``: feedback on it becomes a label exactly once, in
+one script, and the record remembers that it was given (a second answer is
+"already"). A request of another team, or an expired one, is "unknown".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.learning_config import LearningSettings
+from labelling.keys import LabelKeys
+
+SOURCES = ("escalation", "feedback", "shadow")
+PAGE = 1000
+TRIM_EVERY_S = 60.0
+
+# KEYS: served record, labels stream. ARGV: score, maxlen.
+# Reply: {status, model}: ok | unknown (no such record) | already (feedback given)
+FEEDBACK = """
+local r = redis.call('HMGET', KEYS[1], 'm', 'k', 'p', 'done', 'rid')
+if not r[1] then return {'unknown', ''} end
+if r[4] then return {'already', r[1]} end
+redis.call('HSET', KEYS[1], 'done', ARGV[1])
+local args = {'XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*',
+              'm', r[1], 's', ARGV[1], 'src', 'feedback', 'rid', r[5], 'k', r[2]}
+if r[3] then
+  table.insert(args, 'p')
+  table.insert(args, r[3])
+end
+redis.call(unpack(args))
+return {'ok', r[1]}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Label:
+    at_s: float                 # when it was recorded
+    model: str
+    score: float
+    source: str
+    request_id: str
+    sketch: bytes               # classifiers.sketch.PromptSketch.to_bytes()
+    text: str | None = None     # only with logging.prompts
+
+
+@dataclass(slots=True)
+class Write:
+    """What one request leaves: its labels, and its served record for feedback."""
+    team: str
+    request_id: str
+    sketch: bytes
+    text: str | None = None
+    labels: list[tuple[str, float, str]] = field(default_factory=list)   # (model, score, source)
+    served_model: str | None = None       # remember for feedback (the team has it on)
+
+
+def _text(raw: Any) -> str:
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+
+
+class LabelStore:
+    def __init__(self, redis: Any, prefix: str, settings: LearningSettings) -> None:
+        self._redis = redis
+        self.keys = LabelKeys(prefix)
+        self._settings = settings
+        self._feedback = redis.register_script(FEEDBACK)
+        self._trimmed: dict[str, float] = {}
+
+    async def write(self, writes: list[Write]) -> None:
+        """One pipelined round trip for all of them."""
+        s = self._settings
+        pipe = self._redis.pipeline(transaction=False)
+        now = time.time()
+        for w in writes:
+            extra = {"p": w.text} if w.text is not None else {}
+            for model, score, source in w.labels:
+                pipe.xadd(self.keys.labels(w.team), {"m": model, "s": repr(score), "src": source,
+                                                     "rid": w.request_id, "k": w.sketch, **extra},
+                          maxlen=s.keep_labels, approximate=True)
+            if w.served_model is not None:
+                key = self.keys.served(w.team, w.request_id)
+                pipe.hset(key, mapping={"m": w.served_model, "k": w.sketch,
+                                        "rid": w.request_id, **extra})
+                pipe.expire(key, s.feedback_window_s)
+            if w.labels and now - self._trimmed.get(w.team, 0.0) > TRIM_EVERY_S:
+                self._trimmed[w.team] = now
+                oldest_ms = int((now - s.keep_days * 86400) * 1000)
+                pipe.xtrim(self.keys.labels(w.team), minid=f"{oldest_ms}-0", approximate=True)
+        await pipe.execute()
+
+    async def feedback(self, team: str, request_id: str, score: float) -> tuple[str, str]:
+        """(status, the model that answered): ``ok``, ``unknown`` or ``already``."""
+        keys = [self.keys.served(team, request_id), self.keys.labels(team)]
+        status, model = await self._feedback(keys=keys,
+                                             args=[repr(score), self._settings.keep_labels])
+        return _text(status), _text(model)
+
+    async def read(self, team: str, since_s: float | None = None, *,
+                   limit: int | None = None) -> AsyncIterator[Label]:
+        """The team's labels, oldest first, from ``since_s`` seconds ago (None: all kept)."""
+        start = "-" if since_s is None else f"{int((time.time() - since_s) * 1000)}-0"
+        seen = 0
+        while limit is None or seen < limit:
+            page = await self._redis.xrange(self.keys.labels(team), min=start, max="+",
+                                            count=PAGE)
+            for entry_id, fields in page:
+                label = _label_of(entry_id, fields)
+                if label is not None:
+                    if limit is not None and seen >= limit:
+                        return
+                    seen += 1
+                    yield label
+            if len(page) < PAGE:
+                return
+            start = "(" + _text(page[-1][0])
+
+    async def count(self, team: str) -> int:
+        return int(await self._redis.xlen(self.keys.labels(team)))
+
+
+def _label_of(entry_id: Any, fields: dict[Any, Any]) -> Label | None:
+    """One stream entry, or None if it is not a label this version understands."""
+    f = {_text(k): v for k, v in fields.items()}
+    try:
+        score = float(_text(f["s"]))
+        sketch = f["k"]
+        at_ms = int(_text(entry_id).split("-", 1)[0])
+    except (KeyError, ValueError):
+        return None
+    if not 0.0 <= score <= 1.0 or not isinstance(sketch, bytes):
+        return None
+    text = _text(f["p"]) if "p" in f else None
+    return Label(at_ms / 1000, _text(f.get("m", b"")), score, _text(f.get("src", b"")),
+                 _text(f.get("rid", b"")), sketch, text)

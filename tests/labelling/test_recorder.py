@@ -1,0 +1,73 @@
+"""The recorder's bounds and the store's reads, on the real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+
+import redis.asyncio as aioredis
+
+from core.learning_config import LearningSettings
+from labelling.recorder import Recorder
+from labelling.store import LabelStore
+
+MESSAGES = [{"role": "user", "content": "What is the capital of Japan?"}]
+
+
+Test = Callable[[tuple[LabelStore, LearningSettings]], Awaitable[None]]
+
+
+def on_redis(test: Test) -> Callable[[], None]:
+    """Run ``test`` on a fresh loop with a store under a prefix of its own."""
+    async def run() -> None:
+        client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+        settings = LearningSettings(max_pending=100, keep_labels=100)
+        try:
+            await test((LabelStore(client, f"rglab-{uuid.uuid4().hex[:8]}", settings), settings))
+        finally:
+            await client.aclose()
+
+    def sync() -> None:
+        asyncio.run(run())
+    sync.__name__ = test.__name__
+    return sync
+
+
+@on_redis
+async def test_past_max_pending_the_newest_are_dropped_and_counted(store) -> None:
+    labels, settings = store
+    recorder = Recorder(labels, settings)
+    for i in range(130):
+        recorder.observe("t", f"req_{i}", MESSAGES, labels=[("small", 0.0, "escalation")])
+    assert recorder.dropped == 30
+    assert await recorder.flush() == 100 and recorder.written == 100
+    assert [x.request_id async for x in labels.read("t", limit=3)] == ["req_0", "req_1", "req_2"]
+    recorder.observe("t", "req_nothing", MESSAGES)           # no labels, no feedback: nothing
+    assert await recorder.flush() == 0
+
+
+@on_redis
+async def test_the_stream_keeps_about_keep_labels_and_reads_in_pages(store) -> None:
+    labels, settings = store
+    recorder = Recorder(labels, settings)
+    for round_ in range(5):
+        for i in range(100):
+            recorder.observe("t", f"req_{round_}_{i}", MESSAGES, labels=[("m", 1.0, "escalation")])
+        await recorder.flush()
+    kept = await labels.count("t")
+    assert 100 <= kept < 500            # XADD MAXLEN ~: trimmed in whole nodes
+    read = [x async for x in labels.read("t")]
+    assert len(read) == kept and read[-1].request_id == "req_4_99"
+    assert [x async for x in labels.read("t", since_s=0.0)] == []   # nothing newer than now
+    assert await labels.count("another-team") == 0
+
+
+@on_redis
+async def test_a_redis_that_fails_loses_the_flush_not_the_loop(store) -> None:
+    labels, settings = store
+    broken = aioredis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
+    recorder = Recorder(LabelStore(broken, "rglab-x", settings), settings)
+    recorder.observe("t", "req_1", MESSAGES, labels=[("m", 1.0, "escalation")])
+    assert await recorder.flush() == 0 and recorder.lost == 1
+    await broken.aclose()

@@ -1,0 +1,137 @@
+"""Issue 22: shadow answers. A share of a team's routed requests is answered again by a
+stronger model after the client has its answer, compared (exactly, or by a judge with
+positions swapped), billed to the team within its bound, and kept as labels."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import openai
+import pytest
+
+from labelling.compare import exact_agreement, final_number, judge_messages, verdict
+from tests.gateway.test_escalation import cascade_config
+from tests.labelling.test_traffic_labels import labels_of
+from tests.support import OTHER_KEY, TEST_KEY, Gateway, run_gateway
+
+RATE = 0.25
+JSON_FORMAT = {"type": "json_object"}
+
+
+def test_checkable_answers_are_compared_exactly() -> None:
+    fmt = {"response_format": JSON_FORMAT}
+    assert exact_agreement(fmt, {"content": '{"a": 1, "b": [2]}'},
+                           {"content": '{"b": [2],  "a": 1}'}) is True
+    assert exact_agreement(fmt, {"content": '{"a": 1}'}, {"content": '{"a": 2}'}) is False
+    assert exact_agreement(fmt, {"content": "not json"}, {"content": '{"a": 2}'}) is False
+    call = {"function": {"name": "f", "arguments": '{"x": 1}'}}
+    assert exact_agreement({}, {"tool_calls": [call]}, {"tool_calls": [call]}) is True
+    assert exact_agreement({}, {"tool_calls": [call]}, {"content": "x = 1"}) is False
+    assert exact_agreement({}, {"content": "so the answer is 1,200."},
+                           {"content": "#### 1200"}) is True
+    assert exact_agreement({}, {"content": "\\boxed{7}"}, {"content": "Answer: 8"}) is False
+    assert exact_agreement({}, {"content": "Paris."}, {"content": "It is Paris"}) is None
+    assert final_number("the answer is nan") is None
+
+
+def test_the_judge_reply_is_read_strictly() -> None:
+    assert [verdict(r) for r in ("A", " b.", "T", "**A**", "Both", "", None)] == [
+        1.0, 0.0, 0.5, 1.0, None, None, None]
+    messages = judge_messages("q" * 10_000, "first", "second")
+    assert len(messages[1]["content"]) < 7000 and "Answer A:\nfirst" in messages[1]["content"]
+
+
+@pytest.fixture(scope="module")
+def shadowed(sim_url: str):
+    config = cascade_config(sim_url)
+    config["models"][-1]["simulate"]["tpot_ms"] = 150       # large: a slow second opinion
+    config["models"].append({"name": "judgebot", "backend": "openai_compat",
+                             "base_url": sim_url, "upstream_model": "judge", "ability": 0.3,
+                             "price": {"input_per_mtok": 3.0, "output_per_mtok": 6.0}})
+    shadow = {"rate": RATE, "model": "large", "judge": "judgebot"}
+    config["teams"][0].update(shadow=shadow,
+                              allowed_models=["small", "medium", "large", "judgebot"])
+    config["teams"][1].update(shadow=shadow,
+                              allowed_models=["small", "medium", "large", "judgebot"])
+    with run_gateway(config) as gw:
+        yield gw, config
+
+
+def ledger(gw: Gateway, key: str) -> dict[str, dict]:
+    r = httpx.get(gw.base_url + "/usage", headers={"authorization": f"Bearer {key}"})
+    return {row["model"]: row for row in r.json()["ledger"]}
+
+
+def wait_for(config: dict, team: str, n: int) -> list:
+    for _ in range(200):
+        found = [x for x in labels_of(config, team) if x.source == "shadow"]
+        if len(found) >= n:
+            return found
+        time.sleep(0.1)
+    return found
+
+
+def test_json_answers_are_shadowed_at_the_rate_compared_exactly_and_billed(shadowed) -> None:
+    gw, config = shadowed
+    client = openai.OpenAI(base_url=gw.base_url, api_key=TEST_KEY, max_retries=0, timeout=30)
+    served = []
+    for i in range(20):
+        raw = client.chat.completions.with_raw_response.create(
+            model="auto", response_format=JSON_FORMAT,  # type: ignore[arg-type]
+            messages=[{"role": "user", "content": f"Fact {i} about Oslo, as JSON."}])
+        served.append(raw.headers["x-routegate-model"])
+        if i == 3:       # the first shadow's model takes seconds: the client never waits
+            assert not [x for x in labels_of(config, "test") if x.source == "shadow"]
+    assert set(served) == {"small"}
+    labels = wait_for(config, "test", 10)
+    assert len(labels) == 10                     # 20 x 0.25 shadows, two labels each
+    by_request: dict[str, dict[str, float]] = {}
+    for label in labels:
+        by_request.setdefault(label.request_id, {})[label.model] = label.score
+    assert len(by_request) == 5
+    for scores in by_request.values():          # the stronger one is the reference
+        assert scores["large"] == 1.0 and scores["small"] in (0.0, 1.0)
+    rows = ledger(gw, TEST_KEY)
+    assert rows["large"]["requests"] == 5 and "judgebot" not in rows
+    # The bound: rate x traffic x (shadow price / served price); prompts and answers
+    # are the same size here, and the shadow runs at the batch pool's price (0.5x).
+    bound = RATE * rows["small"]["cost_nanousd"] * (5.0 / 0.1)
+    assert 0 < rows["large"]["cost_nanousd"] <= bound
+    print(f"shadow spend {rows['large']['cost_nanousd']} nano-USD, bound {bound:.0f}")
+
+
+def test_free_form_answers_go_to_the_judge_twice_with_positions_swapped(shadowed) -> None:
+    gw, config = shadowed
+    client = openai.OpenAI(base_url=gw.base_url, api_key=OTHER_KEY, max_retries=0, timeout=30)
+    for i in range(8):
+        client.chat.completions.create(model="auto", messages=[
+            {"role": "user", "content": f"Tell me about Bergen, part {i}."}])
+    labels = wait_for(config, "other", 4)
+    assert len(labels) == 4
+    pairs: dict[str, dict[str, float]] = {}
+    for label in labels:
+        pairs.setdefault(label.request_id, {})[label.model] = label.score
+    for scores in pairs.values():       # the judge's taste is fixed: both orders agree
+        assert scores["small"] + scores["large"] == pytest.approx(1.0)
+        assert scores["small"] in (0.0, 0.5, 1.0)
+    rows = ledger(gw, OTHER_KEY)
+    assert rows["large"]["requests"] == 2 and rows["judgebot"]["requests"] == 4
+    metrics = httpx.get(gw.url + "/metrics").text.splitlines()
+    compared = [line for line in metrics if line.startswith('routegate_shadows_total{result="compared"}')]
+    assert compared and float(compared[0].split()[-1]) >= 2
+
+
+def test_a_shadow_naming_an_unknown_model_is_a_config_error() -> None:
+    from core.config import ConfigError, parse_config
+
+    def team(**shadow: object) -> dict:
+        return {"models": [{"name": "m", "price": {"input_per_mtok": 1, "output_per_mtok": 1}}],
+                "teams": [{"name": "t", "keys": ["sha256:" + "1" * 64], "shadow": shadow}]}
+    assert parse_config(team(rate=0.1, model="m", judge="m")).teams[0].shadow is not None
+    for bad, what in (({"rate": 0.1, "model": "nope"}, "shadow.model"),
+                      ({"rate": 0.1, "model": "m", "judge": "nope"}, "shadow.judge"),
+                      ({"rate": 0.9, "model": "m"}, "rate"), ({"rate": 0, "model": "m"}, "rate")):
+        with pytest.raises(ConfigError) as err:
+            parse_config(team(**bad))
+        assert what in str(err.value.errors)
