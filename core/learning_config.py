@@ -43,7 +43,7 @@ DAY_S = 86400
 class LearningSettings(Strict):
     labels: bool = True
     feedback_window_s: int = Field(default=DAY_S, ge=60, le=30 * DAY_S)
-    keep_labels: int = Field(default=200_000, ge=100, le=10_000_000)
+    keep_labels: int = Field(default=200_000, ge=100, le=500_000)   # what learn reads at most
     keep_days: float = Field(default=90, gt=0, le=3650)
     max_pending: int = Field(default=20_000, ge=100, le=1_000_000)
 

@@ -162,9 +162,9 @@ class AppState:
         self._tasks.append(asyncio.create_task(coro))
 
     async def aclose(self) -> None:
-        await self.shadows.aclose()
         if self.batch is not None:  # first: its lines still use the budget and backends
             await self.batch.aclose()
+        await self.shadows.aclose()     # after the lines: they may start shadows
         if self.budget is not None:
             await self.budget.aclose()
         for task in self._tasks:

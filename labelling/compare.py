@@ -1,6 +1,6 @@
 """Comparing two answers to one request: exactly where they have a checkable form, else a judge.
 
-    agree = exact_agreement(request_body, served_message, shadow_message)   # True/False/None
+    scores = exact_scores(request_body, served_message, shadow_message)   # (1, 1), (0, 1)... or None
     messages = judge_messages(prompt_text, first, second)   # ask the judge: A, B or T
     judged = verdict(reply_text)                             # 1.0 A, 0.0 B, 0.5 T, None unreadable
 
@@ -11,6 +11,10 @@ do not matter):
 - tool calls: each call's name and parsed arguments, in order;
 - a marked final number (``#### 42``, ``\\boxed{42}``, ``answer: 42``,
   ``answer is 42``): the numbers, to a relative 1e-9.
+
+Equal answers are right for both; different ones, the shadow (the stronger
+model) is the reference; an answer that does not parse (or calls no tool
+where the other does) is wrong, whichever side it is on.
 
 Anything else is for the judge. The judge sees the request and both answers,
 each cut to ``MAX_JUDGED_CHARS``, and must reply with one letter.
@@ -42,15 +46,17 @@ def _json(text: Any) -> Any:
 
 
 def _calls(message: dict[str, Any]) -> list[tuple[Any, Any]] | None:
+    """(name, parsed arguments) per tool call; [] if none; None if one does not parse."""
     calls = message.get("tool_calls")
     if not isinstance(calls, list) or not calls:
-        return None
+        return []
     out = []
     for call in calls:
         fn = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(fn, dict):
+        args = _json(fn.get("arguments")) if isinstance(fn, dict) else None
+        if args is None:
             return None
-        out.append((fn.get("name"), _json(fn.get("arguments"))))
+        out.append((fn.get("name"), args))  # type: ignore[union-attr]
     return out
 
 
@@ -67,23 +73,30 @@ def final_number(text: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def exact_agreement(body: dict[str, Any], served: dict[str, Any],
-                    shadow: dict[str, Any]) -> bool | None:
-    """Whether the two answers agree, where their form can be checked; None if not."""
+def _scored(mine: Any, theirs: Any) -> tuple[float, float] | None:
+    """Two checked answers (None: unusable): equal, both right; different, the
+    shadow (the stronger model) is the reference; one unusable, it is wrong."""
+    if mine is None and theirs is None:
+        return None
+    if mine is None or theirs is None:
+        return (0.0, 1.0) if mine is None else (1.0, 0.0)
+    return (1.0, 1.0) if mine == theirs else (0.0, 1.0)
+
+
+def exact_scores(body: dict[str, Any], served: dict[str, Any],
+                 shadow: dict[str, Any]) -> tuple[float, float] | None:
+    """(served's score, shadow's) where the answers' form can be checked; None if not."""
     a_calls, b_calls = _calls(served), _calls(shadow)
-    if a_calls is not None or b_calls is not None:
-        return a_calls == b_calls
+    if a_calls != [] or b_calls != []:         # either called a tool: the calls are the answer
+        return _scored(a_calls or None, b_calls or None)
     a, b = served.get("content"), shadow.get("content")
     fmt = body.get("response_format")
     if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"):
-        parsed_a, parsed_b = _json(a), _json(b)
-        if parsed_a is None or parsed_b is None:
-            return None if parsed_a is parsed_b else False
-        return bool(parsed_a == parsed_b)
+        return _scored(_json(a), _json(b))
     x, y = final_number(a), final_number(b)
     if x is None or y is None:
         return None
-    return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+    return (1.0, 1.0) if math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12) else (0.0, 1.0)
 
 
 def judge_messages(prompt: str, first: str, second: str) -> list[dict[str, str]]:

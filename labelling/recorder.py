@@ -88,7 +88,10 @@ class Recorder:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(FLUSH_S)
-            await self.flush()
+            try:
+                await self.flush()
+            except Exception:                  # a bug here must not stop the recording
+                logger.exception("the label recorder's flush failed")
 
     async def flush(self) -> int:
         """Write what is waiting (at most MAX_PER_FLUSH); the number written."""
@@ -96,7 +99,12 @@ class Recorder:
         while self._pending and len(batch) < MAX_PER_FLUSH:
             item = self._pending.popleft()
             self._chars -= len(item.text)
-            batch.append(_finish(item))
+            try:
+                batch.append(_finish(item))
+            except Exception:                  # one prompt the featurizer chokes on
+                self.lost += 1
+                logger.exception("request %s: its prompt could not be sketched",
+                                 item.write.request_id)
             if len(batch) % SLICE == 0:
                 await asyncio.sleep(0)
         if not batch:

@@ -8,7 +8,8 @@
 A label is a stream entry ``{m: model, s: score, src: source, rid: request id,
 k: sketch, [p: prompt text]}``; its id is its time. The stream keeps the
 newest ``keep_labels`` (XADD's approximate MAXLEN) and none older than
-``keep_days`` (XTRIM MINID, at most once a minute per team and replica).
+``keep_days`` (XTRIM MINID, at most once a minute per team and replica, an
+expiry on the stream for a team gone quiet, and a bound on every read).
 
 A served record (a hash with the model, the sketch, and the text when kept)
 lives ``feedback_window_s``: feedback on it becomes a label exactly once, in
@@ -102,6 +103,8 @@ class LabelStore:
                 self._trimmed[w.team] = now
                 oldest_ms = int((now - s.keep_days * 86400) * 1000)
                 pipe.xtrim(self.keys.labels(w.team), minid=f"{oldest_ms}-0", approximate=True)
+                # A team that stops sending: its stream goes keep_days after the last label.
+                pipe.expire(self.keys.labels(w.team), int(s.keep_days * 86400) + 1)
         await pipe.execute()
 
     async def feedback(self, team: str, request_id: str, score: float) -> tuple[str, str]:
@@ -113,8 +116,11 @@ class LabelStore:
 
     async def read(self, team: str, since_s: float | None = None, *,
                    limit: int | None = None) -> AsyncIterator[Label]:
-        """The team's labels, oldest first, from ``since_s`` seconds ago (None: all kept)."""
-        start = "-" if since_s is None else f"{int((time.time() - since_s) * 1000)}-0"
+        """The team's labels, oldest first, from ``since_s`` seconds ago (None: all
+        kept), never older than ``keep_days`` (trimming is approximate)."""
+        kept_s = self._settings.keep_days * 86400
+        since_s = kept_s if since_s is None else min(since_s, kept_s)
+        start = f"{int((time.time() - since_s) * 1000)}-0"
         seen = 0
         while limit is None or seen < limit:
             page = await self._redis.xrange(self.keys.labels(team), min=start, max="+",

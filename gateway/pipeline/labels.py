@@ -1,6 +1,6 @@
 """What a request teaches the router: labels from its escalation, its record for feedback.
 
-    learn_from(gw, o, req, attempts, caller, answer)   # labels, and a shadow answer maybe
+    learn_from(gw, o, req, attempts, caller, bill)   # labels, and a shadow answer maybe
 
 Called once per request from ``serve``'s ``finally``. An escalation is a
 verdict on each rung: an answer refused for its form or its confidence
@@ -15,9 +15,11 @@ two attribute reads.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import logging
+from typing import TYPE_CHECKING
 
 from gateway.auth import Caller
+from gateway.money.settle import Bill
 from gateway.pipeline.attempts import Attempts
 from gateway.pipeline.outcome import Outcome
 from gateway.pipeline.request import EMBEDDING, ModelRequest
@@ -27,6 +29,7 @@ from policies.validators import FAILED_ANSWER
 if TYPE_CHECKING:
     from gateway.state import AppState
 
+logger = logging.getLogger("routegate.labels")
 ESCALATION = "escalation"
 
 
@@ -42,20 +45,26 @@ def escalation_labels(attempts: Attempts) -> list[tuple[str, float, str]]:
 
 
 def learn_from(gw: AppState, o: Outcome, req: ModelRequest | None, attempts: Attempts,
-               caller: Caller, answer: Any) -> None:
-    """Everything a finished request leaves for learning (``answer``: the
-    non-streamed answer's body, for a shadow to compare with)."""
-    hand_over(gw.labels, o, req, attempts, feedback=caller.team.feedback,
-              keep_text=gw.config.logging.prompts)
-    gw.shadows.offer(o, req, caller, answer)
+               caller: Caller, bill: Bill) -> None:
+    """Everything a finished request leaves for learning. Never raises: the
+    request is answered and settled already."""
+    try:
+        answered = bill.served and o.status == 200
+        hand_over(gw.labels, o, req, attempts, feedback=caller.team.feedback and answered,
+                  keep_text=gw.config.logging.prompts)
+        gw.shadows.offer(o, req, caller, bill.answer if answered else None)
+    except Exception:
+        logger.exception("request %s: its labels were not recorded", o.request_id)
 
 
 def hand_over(recorder: Recorder | None, o: Outcome, req: ModelRequest | None,
               attempts: Attempts, *, feedback: bool, keep_text: bool) -> None:
+    """``feedback``: remember this answer for POST /v1/feedback (the team has it
+    on, and the client got the answer)."""
     if recorder is None or req is None or req.operation == EMBEDDING or o.team is None:
         return
     labels = escalation_labels(attempts)
-    served = o.model if feedback and o.status == 200 and o.model else None
+    served = o.model if feedback and o.model else None
     if not labels and served is None:
         return
     recorder.observe(o.team, o.request_id, req.messages, labels=labels, served_model=served,

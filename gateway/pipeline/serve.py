@@ -72,12 +72,13 @@ class Responder(Protocol):
 async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, str],
                 read_body: Callable[[], Awaitable[bytes]], *, caller: Caller | None = None,
                 pool: str | None = None, request_id: str | None = None,
-                wait_settled: bool = False) -> Outcome:
+                wait_settled: bool = False, learn: bool = True) -> Outcome:
     """``request_id``: a stable id for work that may run again (a batch line
     after a crash), so its settle is idempotent; live requests get a fresh one.
     ``wait_settled``: return only once the spend is stored (Redis or the
     journal), for work that records its own result next (a batch line); a
-    live request's task ends as soon as its answer is sent."""
+    live request's task ends as soon as its answer is sent. ``learn``: False
+    for the gateway's own requests (shadow answers), which leave no labels."""
     o = Outcome(request_id or new_request_id(), client_request_id(headers.get("x-request-id")),
                 endpoint=door.name)
     started = time.perf_counter()
@@ -115,8 +116,8 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         stage.end()
         span.finish(o)
         gw.telemetry.request_completed(o)
-        if caller is not None:
-            learn_from(gw, o, req, attempts, caller, bill.answer if bill.served else None)
+        if caller is not None and learn:
+            learn_from(gw, o, req, attempts, caller, bill)
     return o
 
 
@@ -210,7 +211,7 @@ class CollectedAnswer:
 
 
 async def run_line(gw: AppState, caller: Caller, door: Door, body: dict, *,
-                   pool: str = "batch", request_id: str | None = None
+                   pool: str = "batch", request_id: str | None = None, learn: bool = True
                    ) -> tuple[int, bytes, dict[str, str]]:
     """One non-streamed request through the same pipeline as a live one.
 
@@ -226,5 +227,5 @@ async def run_line(gw: AppState, caller: Caller, door: Door, body: dict, *,
 
     answer = CollectedAnswer()
     await serve(gw, door, answer, {}, read_body, caller=caller, pool=pool,
-                request_id=request_id, wait_settled=True)
+                request_id=request_id, wait_settled=True, learn=learn)
     return answer.status, answer.body, answer.headers

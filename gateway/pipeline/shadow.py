@@ -8,11 +8,16 @@ and kept as labels for ``routegate learn`` (``teams[].shadow``, core/learning_co
 - **How many**: exactly every 1/``rate``-th of those per replica (a credit
   grows by ``rate`` per eligible request and a shadow spends 1), so a
   replica never runs more than ``rate`` × its traffic, plus one; at most
-  ``MAX_IN_FLIGHT`` at once, the others are skipped and counted.
+  ``MAX_IN_FLIGHT`` at once, none for a team past its soft limit, the others
+  skipped and counted. The shadow may write as much as the client allowed
+  (``max_tokens``), or, when it set nothing, twice what the served model wrote
+  (at least ``MIN_OUTPUT_CAP``); each judge call writes ``JUDGE_MAX_TOKENS``
+  on a prompt of both answers, each cut to ``MAX_JUDGED_CHARS``.
 - **How**: through ``run_line``, the whole pipeline, in the batch pool:
   the team's budget is reserved and settled for the shadow and the judge
-  calls at the batch price, as for a batch line. Nothing waits on it: it
-  starts after the answer was sent.
+  calls at the batch price, as for a batch line; they leave no labels of
+  their own (``learn=False``). Nothing waits on it: it starts after the
+  answer was sent.
 - **Compared**: exactly where the answer's form can be checked
   (``labelling/compare.py``): agreeing answers are a 1 for both models, else
   a 0 for the served one and a 1 for the shadow; otherwise by ``judge``,
@@ -38,7 +43,7 @@ from gateway.pipeline.outcome import Outcome
 from gateway.pipeline.request import CHAT, ModelRequest
 from gateway.pipeline.serve import run_line
 from gateway.protocols.openai_chat import CHAT_DOOR
-from labelling.compare import JUDGE_MAX_TOKENS, exact_agreement, judge_messages, message_text, verdict
+from labelling.compare import JUDGE_MAX_TOKENS, exact_scores, judge_messages, message_text, verdict
 
 if TYPE_CHECKING:
     from gateway.state import AppState
@@ -46,6 +51,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("routegate.shadow")
 
 MAX_IN_FLIGHT = 16
+MIN_OUTPUT_CAP = 256     # the shadow's max_tokens when the client set none
 SHADOW = "shadow"
 
 
@@ -57,6 +63,7 @@ class Shadows:
     failed: int = 0            # the shadow or judge call failed, or nothing to compare
     _credit: dict[str, float] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    _closed: bool = False
 
     def offer(self, o: Outcome, req: ModelRequest | None, caller: Caller,
               answer: Any) -> None:
@@ -69,23 +76,30 @@ class Shadows:
         self._credit[team] = credit - 1.0 if credit >= 1.0 else credit
         if credit < 1.0:
             return
-        if len(self._tasks) >= MAX_IN_FLIGHT or self.gw.labels is None:
+        if (len(self._tasks) >= MAX_IN_FLIGHT or self.gw.labels is None or self._closed
+                or self.gw.soft_limited(caller)):
             self.skipped += 1
             return
         assert o.model is not None
-        task = asyncio.create_task(self._run(caller, shadow, req, o.model, o.request_id, answer))
+        # As long as the served answer was allowed to be, or twice what it was.
+        cap = req.max_tokens or max(MIN_OUTPUT_CAP, 2 * o.completion_tokens)
+        body = {**req.body, "model": shadow.model, "n": 1, "max_tokens": cap}
+        body.pop("max_completion_tokens", None)
+        task = asyncio.create_task(self._run(caller, shadow, req, body, o.model, o.request_id,
+                                             answer))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def aclose(self) -> None:
+        self._closed = True
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _run(self, caller: Caller, shadow: ShadowConfig, req: ModelRequest,
-                   served: str, request_id: str, answer: Any) -> None:
+                   body: dict[str, Any], served: str, request_id: str, answer: Any) -> None:
         try:
-            theirs = await self._ask(caller, {**req.body, "model": shadow.model, "n": 1})
+            theirs = await self._ask(caller, body)
             scores = None
             if theirs is not None:
                 scores = await self._compare(caller, shadow, req, completion_message(answer)[0],
@@ -105,7 +119,8 @@ class Shadows:
                                keep_text=self.gw.config.logging.prompts)
 
     async def _ask(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any] | None:
-        status, raw, _ = await run_line(self.gw, caller, CHAT_DOOR, body, pool="batch")
+        status, raw, _ = await run_line(self.gw, caller, CHAT_DOOR, body, pool="batch",
+                                        learn=False)
         if status != 200:
             logger.info("shadow call to %s answered %d", body.get("model"), status)
             return None
@@ -115,9 +130,9 @@ class Shadows:
                        mine: dict[str, Any], theirs: dict[str, Any]
                        ) -> tuple[float, float] | None:
         """(the served model's score, the shadow model's), or None."""
-        agree = exact_agreement(req.body, mine, theirs)
-        if agree is not None:
-            return (1.0, 1.0) if agree else (0.0, 1.0)
+        scores = exact_scores(req.body, mine, theirs)
+        if scores is not None:
+            return scores
         if shadow.judge is None:
             return None
         prompt, a, b = conversation_text(req.messages), message_text(mine), message_text(theirs)

@@ -8,7 +8,8 @@ score (0: wrong or unusable, 1: right) becomes a label of the model that
 answered, on a sketch of that prompt (``labelling/``), for ``routegate learn
 --from-traffic``. Only for a team with ``feedback: true`` (403 otherwise,
 naming the setting), for ``learning.feedback_window_s`` after the answer
-(404 after, as for another team's request), once per request (409 after).
+(404 after, as for another team's request), once per request (409 after);
+503 when the label store cannot be reached.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response
 from pydantic import Field
+from redis.exceptions import RedisError
 
 from core.errors import Conflict, NotFound, PermissionDenied, ServiceUnavailable
 from core.strict import Strict
@@ -39,7 +41,11 @@ async def give_feedback(spec: Feedback, gw: State, caller: TeamCaller) -> Respon
     if gw.labels is None:
         raise ServiceUnavailable("Labels are off on this gateway (learning.labels: false).",
                                  code="labels_disabled")
-    status, model = await gw.labels.feedback(team, spec.request_id, spec.score)
+    try:
+        status, model = await gw.labels.feedback(team, spec.request_id, spec.score)
+    except RedisError:
+        raise ServiceUnavailable("The label store (Redis) is not answering; try again.",
+                                 code="labels_unavailable", headers={"retry-after": "5"}) from None
     if status == "unknown":
         raise NotFound(f"No answer with request id '{spec.request_id}' takes feedback: it is "
                        "not this team's, or older than learning.feedback_window_s "

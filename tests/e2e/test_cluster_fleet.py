@@ -4,8 +4,8 @@ replicas on separate working directories sharing only the cluster.
 The budgets already had their cluster test (tests/budget/test_cluster.py);
 here the rest: the Batch API's files (bytes in the redis blob store),
 metadata and stream, the shared breakers, the /ui session and the admin
-throttle. Keys spread over the nodes by their hash tags (per team, per batch,
-per blob).
+throttle, and the labels from traffic (feedback). Keys spread over the
+nodes by their hash tags (per team, per batch, per blob).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def test_batches_files_breakers_and_sessions_on_a_cluster(sim_url: str, tmp_path
                                  "base_url": sim_url, "upstream_model": upstream,
                                  "price": {"input_per_mtok": 0.01, "output_per_mtok": 0.01}})
         config["breaker"] = {"consecutive_failures": 2, "cooldown_s": 30}
+        config["teams"][0]["feedback"] = True
         env = {"ROUTEGATE_ADMIN_KEY": ADMIN_KEY}
         with run_gateway(config, env=env) as a, run_gateway(config, env=env) as b:
             # Files and a batch: uploaded through A, run by both, read through B.
@@ -62,6 +63,15 @@ def test_batches_files_breakers_and_sessions_on_a_cluster(sim_url: str, tmp_path
             while httpx.get(b.url + "/readyz").json()["breakers"]["shaky"] != "open":
                 assert time.monotonic() < deadline, "B never saw A's open breaker"
                 time.sleep(0.05)
+            # Feedback through B on an answer A gave: one label, in the team's slot.
+            answer = httpx.post(a.base_url + "/chat/completions", timeout=10, json={
+                "model": "fast", "messages": ASK}, headers={"authorization": "Bearer sk-test-key"})
+            rid = answer.headers["x-routegate-request-id"]
+            for score, status in ((1, 200), (0, 409)):
+                given = httpx.post(b.base_url + "/feedback", timeout=10,
+                                   json={"request_id": rid, "score": score},
+                                   headers={"authorization": "Bearer sk-test-key"})
+                assert given.status_code == status, given.text
             # A /ui session made on A opens B's operator API.
             login = httpx.post(a.url + "/ui/login", data={"key": ADMIN_KEY})
             sid = login.cookies["routegate_ui"]
@@ -75,4 +85,6 @@ def test_batches_files_breakers_and_sessions_on_a_cluster(sim_url: str, tmp_path
         prefix = config["batch"]["key_prefix"]
         keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
         assert keys and len({client.keyslot(k) for k in keys}) > 3
+        labels = config["budget"]["key_prefix"] + ":{lab:test}:labels"
+        assert [fields[b"rid"] for _, fields in client.xrange(labels)] == [rid.encode()]
         client.close()

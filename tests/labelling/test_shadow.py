@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from labelling.compare import exact_agreement, final_number, judge_messages, verdict
+from labelling.compare import exact_scores, final_number, judge_messages, verdict
 from tests.gateway.test_escalation import cascade_config
 from tests.labelling.test_traffic_labels import labels_of
 from tests.support import OTHER_KEY, TEST_KEY, Gateway, run_gateway
@@ -21,17 +21,22 @@ JSON_FORMAT = {"type": "json_object"}
 
 def test_checkable_answers_are_compared_exactly() -> None:
     fmt = {"response_format": JSON_FORMAT}
-    assert exact_agreement(fmt, {"content": '{"a": 1, "b": [2]}'},
-                           {"content": '{"b": [2],  "a": 1}'}) is True
-    assert exact_agreement(fmt, {"content": '{"a": 1}'}, {"content": '{"a": 2}'}) is False
-    assert exact_agreement(fmt, {"content": "not json"}, {"content": '{"a": 2}'}) is False
+    both, served_wrong, shadow_wrong = (1.0, 1.0), (0.0, 1.0), (1.0, 0.0)
+    assert exact_scores(fmt, {"content": '{"a": 1, "b": [2]}'},
+                        {"content": '{"b": [2],  "a": 1}'}) == both
+    assert exact_scores(fmt, {"content": '{"a": 1}'}, {"content": '{"a": 2}'}) == served_wrong
+    assert exact_scores(fmt, {"content": "not json"}, {"content": '{"a": 2}'}) == served_wrong
+    assert exact_scores(fmt, {"content": '{"a": 2}'}, {"content": '{"a": '}) == shadow_wrong
+    assert exact_scores(fmt, {"content": "no"}, {"content": "neither"}) is None
     call = {"function": {"name": "f", "arguments": '{"x": 1}'}}
-    assert exact_agreement({}, {"tool_calls": [call]}, {"tool_calls": [call]}) is True
-    assert exact_agreement({}, {"tool_calls": [call]}, {"content": "x = 1"}) is False
-    assert exact_agreement({}, {"content": "so the answer is 1,200."},
-                           {"content": "#### 1200"}) is True
-    assert exact_agreement({}, {"content": "\\boxed{7}"}, {"content": "Answer: 8"}) is False
-    assert exact_agreement({}, {"content": "Paris."}, {"content": "It is Paris"}) is None
+    broken = {"function": {"name": "f", "arguments": '{"x": '}}
+    assert exact_scores({}, {"tool_calls": [call]}, {"tool_calls": [call]}) == both
+    assert exact_scores({}, {"tool_calls": [call]}, {"content": "x = 1"}) == shadow_wrong
+    assert exact_scores({}, {"tool_calls": [call]}, {"tool_calls": [broken]}) == shadow_wrong
+    assert exact_scores({}, {"content": "so the answer is 1,200."},
+                        {"content": "#### 1200"}) == both
+    assert exact_scores({}, {"content": "\\boxed{7}"}, {"content": "Answer: 8"}) == served_wrong
+    assert exact_scores({}, {"content": "Paris."}, {"content": "It is Paris"}) is None
     assert final_number("the answer is nan") is None
 
 
@@ -125,13 +130,22 @@ def test_free_form_answers_go_to_the_judge_twice_with_positions_swapped(shadowed
 def test_a_shadow_naming_an_unknown_model_is_a_config_error() -> None:
     from core.config import ConfigError, parse_config
 
-    def team(**shadow: object) -> dict:
-        return {"models": [{"name": "m", "price": {"input_per_mtok": 1, "output_per_mtok": 1}}],
-                "teams": [{"name": "t", "keys": ["sha256:" + "1" * 64], "shadow": shadow}]}
-    assert parse_config(team(rate=0.1, model="m", judge="m")).teams[0].shadow is not None
-    for bad, what in (({"rate": 0.1, "model": "nope"}, "shadow.model"),
-                      ({"rate": 0.1, "model": "m", "judge": "nope"}, "shadow.judge"),
-                      ({"rate": 0.9, "model": "m"}, "rate"), ({"rate": 0, "model": "m"}, "rate")):
+    price = {"input_per_mtok": 1, "output_per_mtok": 1}
+
+    def team(shadow: dict, **more: object) -> dict:
+        return {"models": [{"name": "m", "price": price},
+                           {"name": "i", "price": price, "pools": ["interactive"]}],
+                "teams": [{"name": "t", "keys": ["sha256:" + "1" * 64], "shadow": shadow,
+                           **more}]}
+    ok = {"rate": 0.1, "model": "m", "judge": "m"}
+    assert parse_config(team(ok)).teams[0].shadow is not None
+    for bad, more, what in (
+            ({"rate": 0.1, "model": "nope"}, {}, "shadow.model names undefined"),
+            ({"rate": 0.1, "model": "m", "judge": "nope"}, {}, "shadow.judge names undefined"),
+            ({"rate": 0.1, "model": "i"}, {}, "in the batch pool"),
+            (ok, {"allowed_models": ["i"]}, "not in its allowed_models"),
+            (ok, {"allowed_pools": ["interactive"]}, "allowed_pools exclude"),
+            ({"rate": 0.9, "model": "m"}, {}, "rate"), ({"rate": 0, "model": "m"}, {}, "rate")):
         with pytest.raises(ConfigError) as err:
-            parse_config(team(**bad))
+            parse_config(team(bad, **more))
         assert what in str(err.value.errors)
