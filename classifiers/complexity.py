@@ -60,7 +60,8 @@ _CONTEXT_SEPARATOR = "\n\n"
 
 @dataclass(frozen=True, slots=True)
 class PromptScore:
-    difficulty: float  # in [0,1]; P(the weak reference model fails), see ComplexityModel
+    difficulty: float  # in [0,1]; P(the weak reference model fails), see ComplexityModel;
+    #                    with learned terms, P(strong answers) - P(weak answers), at least 0
     logit: float  # d(x); 0 = average training prompt
     confidence: float  # in [0,1]; closeness to the training data (classifiers/prior.py)
     #                    times sqrt(|2 P(weak correct) - 1| * max skill posterior)
@@ -158,19 +159,27 @@ class ComplexityModel:
         feats = features.featurize(text, n_messages=n_messages, has_tools=has_tools,
                                    has_response_format=has_response_format)
         semantic = self._semantic(text) if self._semantic is not None else 0.0
+        return self.score_features(feats, shape_features(text), semantic)
+
+    def score_features(self, feats: features.Features, shape: np.ndarray,
+                       semantic: float = 0.0) -> PromptScore:
+        """``score`` of featurized text (a ``classifiers.sketch.PromptSketch``'s
+        ``feats`` and ``shape``); ``semantic``: the embedding's term, if any."""
         learned, skill, offsets = self.raw_parts(feats, semantic)
-        logit, weight = self.shrunk_logit(shape_features(text), feats, learned)
+        logit, weight = self.shrunk_logit(shape, feats, learned)
         family_offsets = dict(zip(self._offset_keys, offsets.tolist(), strict=True))
-        weak_offset = 0.0
+        weak_offset, need = 0.0, None
         if self._learned is not None:
             logit, own = self._learned.apply(logit, feats, skill)
             family_offsets.update(own)
             weak_offset = own[self._learned.weak]
+            strong = self._learned.strong
+            need = _sigmoid(_logit(self._learned.abilities[strong]) - logit + own[strong])
         p_weak = _sigmoid(self._weak_logit - logit + weak_offset)
         low, high = self._tiers
         tier = "easy" if logit < low else "hard" if logit >= high else "medium"
         return PromptScore(
-            difficulty=1.0 - p_weak,
+            difficulty=1.0 - p_weak if need is None else max(0.0, need - p_weak),
             logit=logit,
             confidence=weight * math.sqrt(abs(2.0 * p_weak - 1.0) * float(skill.max())),
             tier=tier,
@@ -220,7 +229,8 @@ class _LearnedTerms:
     names: list[str]
     skill_w: np.ndarray         # (names, skills)
     abilities: dict[str, float]
-    weak: str                   # the name ``difficulty`` is P(failure) of
+    weak: str                   # difficulty: how much ``strong`` is needed over ``weak``
+    strong: str
 
     def apply(self, logit: float, feats: features.Features, skill: np.ndarray
               ) -> tuple[float, dict[str, float]]:
@@ -240,7 +250,7 @@ def _learned_terms(arrays: dict[str, np.ndarray]) -> _LearnedTerms | None:
                          float(arrays["learned_beta"][0]), names,
                          arrays["learned_skill_w"].astype(np.float64),
                          {n: _sigmoid(a) for n, a in zip(names, ability, strict=True)},
-                         str(arrays["learned_weak"][0]))
+                         str(arrays["learned_weak"][0]), str(arrays["learned_strong"][0]))
 
 
 def conversation_text(messages: list[dict]) -> str:

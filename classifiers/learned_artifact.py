@@ -1,6 +1,6 @@
 """Writing what ``routegate learn`` fitted: the base artifact plus the learned terms.
 
-    write_learned(Path("out"), base_path, fit, names, weak, base, provenance)
+    write_learned(Path("out"), base_path, fit, names, (strong, weak), base, provenance)
     ComplexityModel.load("out")           # routing.classifier: out, classify --classifier out
 
 The directory holds ``complexity.npz`` (the base artifact's arrays, unchanged,
@@ -23,7 +23,7 @@ from classifiers.complexity import DEFAULT_ARTIFACT
 from classifiers.learning import Base, Fit, delta
 
 
-def learned_arrays(fit: Fit, names: list[str], weak: int) -> dict[str, np.ndarray]:
+def learned_arrays(fit: Fit, names: list[str], weak: int, strong: int) -> dict[str, np.ndarray]:
     idx = np.fromiter(sorted(fit.hash_w), dtype=np.int32, count=len(fit.hash_w))
     return {
         "learned_hash_idx": idx,
@@ -34,18 +34,22 @@ def learned_arrays(fit: Fit, names: list[str], weak: int) -> dict[str, np.ndarra
         "learned_ability": fit.ability.astype(np.float64),
         "learned_skill_w": fit.skill_w.astype(np.float64),
         "learned_weak": np.asarray([names[weak]]),
+        "learned_strong": np.asarray([names[strong]]),
     }
 
 
-def write_learned(out: Path, base_path: Path | None, fit: Fit, names: list[str], weak: int,
-                  base: Base, provenance: dict[str, Any]) -> Path:
+def write_learned(out: Path, base_path: Path | None, fit: Fit, names: list[str],
+                  pair: tuple[int, int], base: Base, provenance: dict[str, Any]) -> Path:
+    """``pair``: (strong, weak) indices into ``names``."""
+    strong, weak = pair
     source = DEFAULT_ARTIFACT if base_path is None else Path(base_path)
     if source.is_dir():
         source = source / DEFAULT_ARTIFACT.name
     arrays, meta = read_npz(source)
     arrays = {k: v for k, v in arrays.items() if not k.startswith("learned_")}
-    arrays.update(learned_arrays(fit, names, weak))
-    # ``difficulty`` becomes P(the weakest labelled model fails); tiers are the
+    arrays.update(learned_arrays(fit, names, weak, strong))
+    # ``difficulty`` becomes how much the strongest labelled model is needed:
+    # P(it answers) - P(the weakest answers), at least 0; tiers are the
     # tertiles of the learned d(x) = beta * d0(x) + delta(x) on the labelled prompts.
     d = fit.beta * base.d0 + delta(fit, base, np.arange(base.d0.size))
     meta = {**meta, "weak_logit": float(fit.ability[weak]),

@@ -75,8 +75,8 @@ class Result:
     names: list[str]
     weak: int
     strong: int
-    before: float | None       # held-out APGR, shipped difficulty
-    after: float | None        # held-out APGR, learned
+    before: float | None       # held-out APGR, the current classifier's difficulty
+    after: float | None        # held-out APGR, the learned gain (P strong - P weak)
     n_train_labels: int
     n_held_prompts: int
     cv: dict[float, float] = field(default_factory=dict)   # lambda -> CV log loss
@@ -214,6 +214,15 @@ def held_out_apgr(labels: Labels, held: np.ndarray, strong: int, weak: int,
     return apgr_cpt(ranking, s, w)[0], int(index.size)
 
 
+def gain(fit: Fit, base: Base, strong: int, weak: int) -> np.ndarray:
+    """Per prompt, P(strong answers) - P(weak answers): how much the strong model is
+    needed, the order the router sends prompts up in (and ``routegate eval``'s)."""
+    everything = np.arange(base.d0.size)
+    p = [1.0 / (1.0 + np.exp(-predict_logit(fit, base, everything, np.full(everything.size, m))))
+         for m in (strong, weak)]
+    return p[0] - p[1]
+
+
 def learn(model: ComplexityModel, labels: Labels, seed: int = 0,
           held_fraction: float = HELD_FRACTION) -> tuple[Result, Base]:
     base = base_terms(model, labels.prompts)
@@ -225,9 +234,9 @@ def learn(model: ComplexityModel, labels: Labels, seed: int = 0,
     log.info("learn: lambda %.3g by 3-fold CV (%s)", lam, cv)
     fit = fit_labels(base, labels, train_rows, lam)
     strong, weak = labels.strong_weak()
-    everything = np.arange(len(labels.prompts))
-    weak_fails = -predict_logit(fit, base, everything, np.full(everything.size, weak))
-    before, n_held = held_out_apgr(labels, held, strong, weak, base.d0)
-    after, _ = held_out_apgr(labels, held, strong, weak, weak_fails)
+    current = np.asarray([model.score_features(p.feats, p.shape).difficulty
+                          for p in labels.prompts])
+    before, n_held = held_out_apgr(labels, held, strong, weak, current)
+    after, _ = held_out_apgr(labels, held, strong, weak, gain(fit, base, strong, weak))
     return Result(fit, labels.names, weak, strong, before, after, int(train_rows.size),
                   n_held, cv), base

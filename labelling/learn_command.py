@@ -110,7 +110,8 @@ def run_learn(args: argparse.Namespace) -> int:
         "refit_on": "all labels", "beta": final.beta,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
-    target = write_learned(args.out, start, final, labels.names, result.weak, base, provenance)
+    target = write_learned(args.out, start, final, labels.names, (result.strong, result.weak),
+                           base, provenance)
     print(f"wrote {target}")
     return 0
 
