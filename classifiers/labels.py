@@ -158,6 +158,18 @@ def parse_labels(lines: Sequence[bytes]) -> Labels:
     return labels.build()
 
 
+def prompt_texts(path: str | Path) -> dict[bytes, str]:
+    """Each distinct prompt's text by its digest (what ``Labels.prompts`` keep),
+    for a label file ``read_labels`` accepted."""
+    out: dict[bytes, str] = {}
+    with open(path, "rb") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if line.strip():
+                text, _ = _prompt_of(orjson.loads(line), line_no)
+                out.setdefault(digest_of(text), text)
+    return out
+
+
 def read_labels(path: str | Path) -> Labels:
     with open(path, "rb") as fh:
         return parse_labels(fh.readlines())

@@ -60,6 +60,9 @@ def register_learn(subparsers) -> None:
     cmd.add_argument("--held-out", type=float, default=HELD_FRACTION,
                      help="share of the prompts held out to compare before and after")
     cmd.add_argument("--seed", type=int, default=0)
+    cmd.add_argument("--compare-encoder", action="store_true",
+                     help="with --labels: also rank the held-out prompts with the reading "
+                          "encoder (classifiers/encoder_probe.py; tens of ms a prompt)")
     cmd.add_argument("--force", action="store_true",
                      help="write even when the learned model is not better held out")
     cmd.set_defaults(func=run_learn)
@@ -92,6 +95,8 @@ def run_learn(args: argparse.Namespace) -> int:
     model = ComplexityModel.load(start)
     result, base = learn(model, labels, seed=args.seed, held_fraction=args.held_out)
     print(report(result))
+    if args.compare_encoder and args.labels:
+        _compare_encoder(args, labels, result, base)
     better = (result.before is not None and result.after is not None
               and result.after > result.before)
     if not better and not args.force:
@@ -114,6 +119,19 @@ def run_learn(args: argparse.Namespace) -> int:
                            base, provenance)
     print(f"wrote {target}")
     return 0
+
+
+def _compare_encoder(args: argparse.Namespace, labels: Labels, result: Result,
+                     base: Any) -> None:
+    from classifiers.encoder_probe import compare_encoder
+    from classifiers.labels import prompt_texts
+
+    texts = prompt_texts(args.labels)
+    figures = compare_encoder(labels, [texts[p.digest] for p in labels.prompts], result, base,
+                              seed=args.seed, held_fraction=args.held_out)
+    print(f"held-out APGR  encoder (MiniLM + ridge, alpha {figures.get('alpha')}): "
+          f"{_fmt(figures['encoder'])}")
+    print(f"held-out APGR  mean of encoder and learned:   {_fmt(figures['mean with learned'])}")
 
 
 def _read(args: argparse.Namespace) -> tuple[Labels, dict[str, Any], Path | None]:

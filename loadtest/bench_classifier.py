@@ -1,6 +1,7 @@
 """Latency of ``ComplexityModel.score()`` by prompt length (prints p50/p99).
 
-    TIKTOKEN_CACHE_DIR=/work/shared/tiktoken python loadtest/bench_classifier.py [--artifact PATH]
+    TIKTOKEN_CACHE_DIR=/work/shared/tiktoken python -m loadtest.bench_classifier [--artifact PATH]
+    python -m loadtest.bench_classifier --encoder     # and the reading encoder's, and the choice
 
 Prompts are built from English words, a code snippet and digits so the n-gram
 hashing, markers and skill classifier all do real work. Token counts are
@@ -55,10 +56,51 @@ def measure(model: ComplexityModel, prompts: list[str], repeats: int) -> tuple[f
     return p50 * 1e6, p99 * 1e6
 
 
+ENCODER_PIECES = (16, 64, 128, 256)
+BUDGET_MS = 1.0          # the classifier's p99 budget on the request path
+
+
+def encoder_rows(prompts_of: dict[int, list[str]], repeats: int) -> list[tuple[int, float, float]]:
+    """(word pieces, p50 ms, p99 ms) of one prompt through the reading encoder."""
+    from classifiers.encoder import load_encoder
+
+    encoder = load_encoder()
+    rows = []
+    for pieces, prompts in prompts_of.items():
+        encoder.embed(prompts[:1], max_tokens=pieces)
+        times = []
+        for _ in range(max(1, repeats // 4)):
+            for text in prompts:
+                start = time.perf_counter()
+                encoder.embed([text], max_tokens=pieces)
+                times.append(time.perf_counter() - start)
+        times.sort()
+        rows.append((pieces, statistics.median(times) * 1e3,
+                     times[min(len(times) - 1, int(0.99 * len(times)))] * 1e3))
+    return rows
+
+
+def print_encoder(repeats: int, classifier_p99_us: float) -> None:
+    prompts_of = {n: [make_prompt(2 * n, seed) for seed in range(10)] for n in ENCODER_PIECES}
+    rows = encoder_rows(prompts_of, repeats)
+    print("\nreading encoder (all-MiniLM-L6-v2, numpy), one prompt cut to N word pieces:")
+    print(f"{'pieces':>8} {'p50 ms':>8} {'p99 ms':>8}")
+    for pieces, p50, p99 in rows:
+        print(f"{pieces:8d} {p50:8.1f} {p99:8.1f}")
+    at_128 = next(p50 for pieces, p50, _ in rows if pieces == 128)
+    where = ("off the request path (over the 1 ms budget)" if at_128 > BUDGET_MS
+             else "within the request path's 1 ms budget")
+    print(f"\nchoice: {where}: at 128 pieces it costs {at_128:.1f} ms a prompt, "
+          f"{at_128 * 1e3 / max(classifier_p99_us, 1):.0f}x the classifier's p99 on 2,000 "
+          "tokens. Whether it pays in learn: routegate learn --labels FILE --compare-encoder.")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--artifact", type=Path, default=None)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--encoder", action="store_true",
+                        help="also the reading encoder's cost by length, and the choice")
     args = parser.parse_args()
     model = ComplexityModel.load(args.artifact)
     counter = counter_for("o200k_base")
@@ -67,10 +109,14 @@ def main() -> int:
     cases.append(("200k chars", [(big * (200_000 // len(big) + 1))[:200_000]] * 50))
     cases.append(("1 MB", [(big * (1_000_000 // len(big) + 1))[:1_000_000]] * 10))
     print(f"{'prompt':<12} {'tokens':>8} {'p50 us':>8} {'p99 us':>8}")
+    p99_2000 = 0.0
     for name, prompts in cases:
         tokens = statistics.median(counter.count_text(p) for p in prompts[:5])
         p50, p99 = measure(model, prompts, args.repeats)
+        p99_2000 = p99 if name == "2000 tokens" else p99_2000
         print(f"{name:<12} {tokens:8.0f} {p50:8.0f} {p99:8.0f}")
+    if args.encoder:
+        print_encoder(args.repeats, p99_2000)
     return 0
 
 

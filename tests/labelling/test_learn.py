@@ -130,3 +130,19 @@ def test_learn_refuses_to_write_a_model_that_is_not_better(tmp_path: Path) -> No
                          timeout=300)
     assert run.returncode == 1 and "not written" in run.stderr
     assert not out.exists()
+
+
+def test_compare_encoder_ranks_the_same_held_out_half_with_the_reading_encoder(
+        tmp_path: Path) -> None:
+    labels = tmp_path / "labels.jsonl"
+    labels.write_bytes(b"\n".join(label_lines()) + b"\n")
+    run = subprocess.run([sys.executable, "-m", "gateway.cli", "learn", "--labels", str(labels),
+                          "--out", str(tmp_path / "learned"), "--compare-encoder"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    figures = {line.split(":")[0].strip(): line.rsplit(" ", 1)[-1]
+               for line in run.stdout.splitlines() if line.startswith("held-out APGR")}
+    encoder = [v for k, v in figures.items() if "encoder (MiniLM" in k]
+    assert encoder and 0.0 <= float(encoder[0]) <= 1.0
+    # Recipes against spreadsheets: a topic an embedding sees at once.
+    assert float(encoder[0]) > float(figures["held-out APGR  before (current classifier)"])
