@@ -305,7 +305,7 @@ class GatewayConfig(Strict):
                 if model not in known:
                     raise ValueError(f"team {team.name!r} allows undefined model {model!r}")
             if team.shadow is not None:
-                _check_shadow(team, {m.name: m for m in self.models})
+                team.shadow.check(team, {m.name: m for m in self.models})
         if self.routing.fixed_model and self.routing.fixed_model not in known:
             raise ValueError(f"routing.fixed_model names undefined model {self.routing.fixed_model!r}")
         undefined = [n for n in self.escalation.ladder or () if n not in known]
@@ -332,26 +332,6 @@ class GatewayConfig(Strict):
     @property
     def effective_redis_url(self) -> str | None:
         return os.environ.get("REDIS_URL") or self.redis_url
-
-
-def _check_shadow(team: TeamConfig, models: dict[str, ModelConfig]) -> None:
-    """A team's shadow and judge: chat models it may use, in the batch pool."""
-    assert team.shadow is not None
-    if team.allowed_pools is not None and "batch" not in team.allowed_pools:
-        raise ValueError(f"team {team.name!r}: shadow answers run in the batch pool, which "
-                         "its allowed_pools exclude")
-    for role, name in (("model", team.shadow.model), ("judge", team.shadow.judge)):
-        if name is None:
-            continue
-        model = models.get(name)
-        if model is None:
-            raise ValueError(f"team {team.name!r}: shadow.{role} names undefined model {name!r}")
-        if model.kind != "chat" or "batch" not in model.pools:
-            raise ValueError(f"team {team.name!r}: shadow.{role} {name!r} must be a chat model "
-                             "in the batch pool")
-        if team.allowed_models is not None and name not in team.allowed_models:
-            raise ValueError(f"team {team.name!r}: shadow.{role} {name!r} is not in its "
-                             "allowed_models")
 
 
 class ConfigError(Exception):
