@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from core.types import LiveStats, Usage
@@ -55,7 +55,6 @@ class Completion:
     usage: Usage | None
     latency_s: float                 # the whole answer
     ttft_s: float | None = None      # time to the first token, when the server measures it
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 class ChunkStream(Protocol):

@@ -213,10 +213,6 @@ class ComplexityModel:
             return None
         return self._learned.abilities[name], name
 
-    @property
-    def model_names(self) -> list[str]:
-        return list(self._abilities)
-
 
 @dataclass(frozen=True, slots=True)
 class _LearnedTerms:

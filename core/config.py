@@ -17,6 +17,8 @@ The routing policy names live above this package (``policies.POLICIES``):
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -244,7 +246,8 @@ class TeamConfig(Strict):
 
 
 class RoutingConfig(Strict):
-    auto_policy: str = "cheapest"
+    # The cheapest model likely to answer right and meet the pool's SLO (policies/cost_quality.py)
+    auto_policy: str = "slo_aware"
     classifier: str | None = None      # artifact path; None: the one shipped in classifiers/
     # cost_quality, when no model reaches the target: how much P(correct) the
     # priciest candidate's price must buy (policies/selection.py)
@@ -349,24 +352,45 @@ def _key_path(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("str", "KeyConfig", "function-after[_backend_fields(), ModelConfig]"):
+        elif part in ("str", "constrained-str", "KeyConfig",
+                      "function-after[_backend_fields(), ModelConfig]"):
             continue  # pydantic's union/validator branch names are noise to a config author
         else:
             out += f".{part}" if out else str(part)
     return out or "(root)"
 
 
+KEY_HINT = ("a key must be written in its sha256 form, never as plaintext: run "
+            "`routegate hash-key <key>` and paste what it prints (sha256:<64 hex digits>)")
+
+
+def schema_errors(exc: ValidationError) -> list[tuple[str, str]]:
+    """Each error once, at its key path; a plaintext team key gets how to hash it
+    (pydantic reports it once per branch of ``str | KeyConfig``)."""
+    out: list[tuple[str, str]] = []
+    for e in exc.errors():
+        loc = _key_path(e["loc"])
+        if re.fullmatch(r"teams\[\d+\]\.keys\[\d+\]", loc):
+            msg = KEY_HINT
+        else:
+            msg = e["msg"]
+        if (loc, msg) not in out:
+            out.append((loc, msg))
+    return out
+
+
 def parse_config(data: object, *, source: str = "<config>") -> GatewayConfig:
     try:
         return GatewayConfig.model_validate(data)
     except ValidationError as exc:
-        errors = [(_key_path(e["loc"]), e["msg"]) for e in exc.errors()]
-        raise ConfigError(source, errors) from None
+        raise ConfigError(source, schema_errors(exc)) from None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader, except that a key written twice in one mapping is
     an error: by default the later one silently wins, hiding a typo'd edit."""
+
+    duplicates: list[str]
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, yaml.Node] = {}
@@ -376,19 +400,36 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, str | int | float | bool) and key in seen:
                 first = seen[key].start_mark.line + 1
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (first written on line {first})",
-                    key_node.start_mark)
+                self.duplicates.append(f"duplicate key {key!r} (first written on line {first})"
+                                       f"{key_node.start_mark}")
             seen[key] = key_node
         return super().construct_mapping(node, deep=deep)
 
 
-def load_config(path: str | os.PathLike[str]) -> GatewayConfig:
+def load_config(path: str | os.PathLike[str],
+                check: Callable[[Any], list[tuple[str, str]]] | None = None) -> GatewayConfig:
+    """The config at ``path``, or a ConfigError listing every error at once: each
+    duplicate key, each schema error, and what ``check`` finds in the raw data
+    (the layers above check what ``core`` cannot, such as policy names)."""
     path = Path(path)
     try:
-        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+        text = path.read_text()
     except OSError as exc:
         raise ConfigError(str(path), [("(file)", exc.strerror or str(exc))]) from None
+    loader = _UniqueKeyLoader(text)
+    loader.duplicates = []
+    try:
+        data = loader.get_single_data()
     except yaml.YAMLError as exc:
         raise ConfigError(str(path), [("(yaml)", str(exc))]) from None
-    return parse_config(data, source=str(path))
+    finally:
+        loader.dispose()
+    errors = [("(yaml)", msg) for msg in loader.duplicates]
+    errors += check(data) if check is not None else []
+    try:
+        config = parse_config(data, source=str(path))
+    except ConfigError as exc:
+        errors += exc.errors
+    if errors:
+        raise ConfigError(str(path), errors)
+    return config

@@ -37,9 +37,9 @@ from core.errors import (
     ServiceUnavailable,
 )
 from gateway.asgi import RouteGate
-from gateway.auth import warn_about_admin_key
 from gateway.edge import EdgeState
 from gateway.ids import response_request_id
+from gateway.observe.startup import log_startup
 from gateway.reload import reload_teams, watch_config
 from gateway.routes import admin, anthropic, batches, doors, feedback, files, meta, responses, ui, usage
 from gateway.server import raise_open_file_limit
@@ -76,7 +76,7 @@ def create_app(config: GatewayConfig, config_path: str | None = None) -> RouteGa
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         gw = app.state.gw = await AppState.start(config, config_path)
         app.state.edge = EdgeState.start(gw)
-        warn_about_admin_key(config)
+        log_startup(gw)     # where it listens, what it runs on, a warning per unsafe setting
         if config_path is not None:
             gw.spawn(watch_config(gw))
             with contextlib.suppress(NotImplementedError, RuntimeError):

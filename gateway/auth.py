@@ -116,14 +116,3 @@ def admin_key_matches(config: GatewayConfig, authorization: str | None) -> bool:
     if not expected or token is None:
         return False
     return key_equals(token, expected)
-
-
-def warn_about_admin_key(config: GatewayConfig) -> None:
-    """At start-up: say so when the admin key is missing or short enough to guess."""
-    expected = admin_key(config)
-    if expected is None:
-        log.info("%s is not set: the admin API, /ui and a protected /metrics refuse every key",
-                 config.admin_key_env)
-    elif len(expected) < ADMIN_KEY_MIN_CHARS:
-        log.warning("%s is only %d characters long: use at least %d random characters",
-                    config.admin_key_env, len(expected), ADMIN_KEY_MIN_CHARS)

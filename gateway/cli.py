@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from classifiers import commands as classifier_commands
 from core.config import ConfigError, GatewayConfig, load_config
 from gateway.app import CONFIG_ENV, DEFAULT_CONFIG
 from gateway.auth import hash_key
+from gateway.observe.startup import LISTEN_ENV
 from gateway.observe.telemetry import MULTIPROC_ENV, fresh_metrics_dir
 from gateway.server import (
     DEFAULT_BODY_TIMEOUT_S,
@@ -28,7 +30,7 @@ from gateway.server import (
 )
 from labelling import learn_command
 from loadtest import commands as loadtest_commands
-from policies import get_policy
+from policies import POLICIES, get_policy
 
 
 def load_checked_config(path: str) -> GatewayConfig:
@@ -36,12 +38,22 @@ def load_checked_config(path: str) -> GatewayConfig:
     policy exists and accepts the config (``core`` cannot import ``policies``).
     ``serve`` and ``check-config`` both go through here, so a config that
     passes ``check-config`` starts."""
-    config = load_config(path)
+    config = load_config(path, check=policy_name_errors)
     try:
         get_policy(config.routing.auto_policy, config)
     except ValueError as exc:
         raise ConfigError(path, [("routing.auto_policy", str(exc))]) from None
     return config
+
+
+def policy_name_errors(data: Any) -> list[tuple[str, str]]:
+    """An unknown ``routing.auto_policy``, found in the raw data, so that it is
+    reported with the schema's errors rather than after them."""
+    routing = data.get("routing") if isinstance(data, dict) else None
+    name = routing.get("auto_policy") if isinstance(routing, dict) else None
+    if isinstance(name, str) and name not in POLICIES:
+        return [("routing.auto_policy", f"unknown policy {name!r}; known: {sorted(POLICIES)}")]
+    return []
 
 
 def _load(path: str) -> GatewayConfig | None:
@@ -72,6 +84,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # scrape that lands on any worker sees the whole server.
         os.environ[MULTIPROC_ENV] = str(fresh_metrics_dir(config.data_dir))
     os.environ[CONFIG_ENV] = args.config
+    os.environ[LISTEN_ENV] = f"http://{args.host}:{args.port}"
     os.environ.setdefault("ROUTEGATE_LOG_LEVEL", args.log_level)
     limits = RequestLimits.for_routes(args.max_header_bytes, args.header_timeout,
                                       args.body_timeout, args.upload_timeout)

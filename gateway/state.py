@@ -18,7 +18,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from backends.base import Backend
 from backends.load_signals import start_pollers
@@ -43,9 +43,6 @@ from scheduling.breaker import Breaker
 from scheduling.fleet import FleetShare
 from scheduling.fleet_health import FleetHealth
 from scheduling.scheduler import PoolScheduler, build_schedulers
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger("routegate.state")
 

@@ -15,6 +15,7 @@ and is timed at its first content chunk (TTFT), between content chunks
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -159,8 +160,9 @@ async def replay(target: Target, trace: list[TraceRequest], limits: RunLimits, *
     trace = [r for r in trace if r.t < limits.duration_s][: limits.max_requests]
     results: list[Result] = []
     tasks: set[asyncio.Task[None]] = set()
-    bar = tqdm(total=len(trace), unit="req", disable=not progress, leave=False,
-               dynamic_ncols=True)
+    # A bar only on a terminal: piped into a log, its carriage returns fill the file.
+    bar = tqdm(total=len(trace), unit="req", disable=not progress or not sys.stderr.isatty(),
+               leave=False, dynamic_ncols=True)
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=5)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:

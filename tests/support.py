@@ -127,6 +127,8 @@ def base_config(sim_url: str, **overrides: object) -> dict:
             {"name": "other", "keys": [hashed(OTHER_KEY)], "allowed_models": ["fast"]},
         ],
         "redis_url": "redis://127.0.0.1:6379/0",
+        # The tests of fallbacks and faults pick their models by price alone.
+        "routing": {"auto_policy": "cheapest"},
         "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
         "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}"},
         "max_body_bytes": 65536,

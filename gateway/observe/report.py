@@ -76,6 +76,7 @@ def _quantile(values: list[float], q: float) -> float | None:
 @dataclass
 class Row:
     team: str
+    pool: str
     model: str
     requests: int = 0
     completed: int = 0
@@ -107,7 +108,8 @@ class Row:
     def summary(self) -> dict[str, Any]:
         done = self.completed
         return {
-            "team": self.team, "model": self.model, "requests": self.requests,
+            "team": self.team, "pool": self.pool, "model": self.model,
+            "requests": self.requests,
             "completed": done, "failed": self.failed, "refused": self.refused,
             "cost_usd": round(self.cost_usd, 9),
             "cost_per_completed_usd": round(self.cost_usd / done, 9) if done else None,
@@ -120,9 +122,9 @@ class Row:
 
 
 def summarise(events: Iterator[dict[str, Any]]) -> list[dict[str, Any]]:
-    rows: dict[tuple[str, str], Row] = {}
+    rows: dict[tuple[str, str, str], Row] = {}
     for e in events:
-        key = (str(e.get("team") or "-"), str(e.get("model") or "-"))
+        key = (str(e.get("team") or "-"), str(e.get("pool") or "-"), str(e.get("model") or "-"))
         if key not in rows:
             rows[key] = Row(*key)
         rows[key].add(e)
@@ -135,10 +137,12 @@ async def team_budgets(config: GatewayConfig) -> list[dict[str, Any]] | None:
     from budget.redis_client import open_redis
     from budget.usage import team_usage
 
-    url = config.effective_redis_url
-    if url is None:   # the embedded Redis belongs to the running gateway
+    # No URL: the embedded server of this data_dir, joined (or started from its
+    # append-only file, and stopped again once the report lets go).
+    try:
+        redis = await open_redis(config.effective_redis_url, Path(config.data_dir))
+    except Exception:
         return None
-    redis = await open_redis(url, Path(config.data_dir))
     keys = KeySpace(config.budget.key_prefix, config.budget.timezone)
     try:
         async with asyncio.timeout(5):
@@ -181,7 +185,8 @@ def _fmt(value: Any, kind: str) -> str:
     return str(value)
 
 
-COLUMNS = [("team", "team", ""), ("model", "model", ""), ("requests", "requests", ""),
+COLUMNS = [("team", "team", ""), ("pool", "pool", ""), ("model", "model", ""),
+           ("requests", "requests", ""),
            ("completed", "completed", ""), ("failed", "failed", ""), ("refused", "refused", ""),
            ("cost_per_completed_usd", "$/completed", "usd"),
            ("energy_per_completed_j", "J/completed", "j"), ("ttft_p50_s", "TTFT p50 ms", "ms"),
@@ -198,7 +203,7 @@ def print_report(report: dict[str, Any]) -> None:
     console = Console(width=None if sys.stdout.isatty() else 200)
     table = Table(title=f"routegate since {report['since']}")
     for _, title, kind in COLUMNS:
-        table.add_column(title, justify="left" if not kind and title in ("team", "model")
+        table.add_column(title, justify="left" if not kind and title in ("team", "pool", "model")
                          else "right")
     for row in report["rows"]:
         table.add_row(*(_fmt(row[key], kind) for key, _, kind in COLUMNS))

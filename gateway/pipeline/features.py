@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from classifiers.length import TokenCounter, counter_for, message_text
@@ -57,7 +57,6 @@ class RequestFeatures:
     expected_output_tokens: int
     demand: Demand                       # what the request asks, for its ceiling (money)
     score: PromptScore | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
     classify_s: float | None = None      # time in the classifier (a metric)
     scorer: Scorer | None = None         # what produced ``score``
 

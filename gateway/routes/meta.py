@@ -70,10 +70,28 @@ async def healthz() -> Response:
 async def readyz(request: Request, edge: Edge) -> Response:
     gw: AppState = request.app.state.gw
     redis_ok, upstreams = await edge.readiness.get()
-    ok = redis_ok and any(upstreams.values())
-    body = {"status": "ok" if ok else "unavailable", "redis": redis_ok, "upstreams": upstreams,
+    status, pools = readiness(gw, redis_ok, upstreams)
+    body = {"status": status, "redis": redis_ok, "pools": pools, "upstreams": upstreams,
             "breakers": {name: b.state for name, b in gw.breakers.items()}}
-    return _json(body, 200 if ok else 503, request)
+    return _json(body, 503 if status == "unavailable" else 200, request)
+
+
+def readiness(gw: AppState, redis_ok: bool, upstreams: dict[str, bool]
+              ) -> tuple[str, dict[str, bool]]:
+    """("ok" | "degraded" | "unavailable", whether each pool has a model to serve it).
+
+    A model serves when its upstream answers and its breaker lets requests
+    through. Unavailable (503): Redis is down, or a pool that has chat models
+    has none serving. Degraded (200): every pool is served, but some model is not."""
+    serving = {name: up and gw.breakers[name].available() for name, up in upstreams.items()}
+    pools: dict[str, bool] = {}
+    for m in gw.config.models:
+        if m.kind == "chat":
+            for pool in m.pools:
+                pools[pool] = pools.get(pool, False) or serving.get(m.name, False)
+    if not redis_ok or not all(pools.values()):
+        return "unavailable", pools
+    return ("ok" if all(serving.values()) else "degraded"), pools
 
 
 @router.get("/metrics")

@@ -84,6 +84,7 @@ def test_report_of_a_running_gateway() -> None:
         time.sleep(0.3)    # the batched log's flush
         report = json.loads(_report(gw.config_path, "--json").stdout)
         rows = {(r["team"], r["model"]): r for r in report["rows"]}
+        assert {r["pool"] for r in report["rows"]} == {"interactive"}
         fast = rows[("test", "fast")]
         assert (fast["requests"], fast["completed"], fast["failed"]) == (3, 3, 0)
         assert fast["cost_per_completed_usd"] > 0
@@ -95,3 +96,16 @@ def test_report_of_a_running_gateway() -> None:
         assert "fast" in table and "$/completed" in table
         data_dir = Path(yaml.safe_load(gw.config_path.read_text())["data_dir"])
         assert (data_dir / "logs" / "requests.jsonl").exists()
+
+
+def test_report_reads_the_budgets_of_the_embedded_redis() -> None:
+    config = base_config("http://127.0.0.1:9/v1", redis_url=None)
+    with run_gateway(config, env={"REDIS_URL": ""}) as gw:
+        auth = {"authorization": f"Bearer {TEST_KEY}"}
+        r = httpx.post(gw.url + "/v1/chat/completions", headers=auth, timeout=30, json={
+            "model": "local", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]})
+        assert r.status_code == 200, r.text
+        time.sleep(0.3)
+        report = json.loads(_report(gw.config_path, "--json").stdout)
+        teams = {t["team"]: t for t in report["teams"]}
+        assert teams["test"]["spent_today_usd"] > 0      # from the embedded Redis

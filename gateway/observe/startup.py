@@ -1,0 +1,105 @@
+"""The start-up block: where the gateway listens, what it runs on, and what is unsafe.
+
+    log_startup(gw, listen="http://127.0.0.1:8080")
+
+One block at info when the gateway is ready, then one warning per unsafe or
+missing setting, so an operator reading only the first lines of the log
+knows where it listens and what to fix. ``startup_block`` returns the lines
+(tested without a server).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
+from gateway.auth import ADMIN_KEY_MIN_CHARS, admin_key
+
+if TYPE_CHECKING:
+    from core.config import GatewayConfig, ModelConfig
+    from gateway.state import AppState
+
+log = logging.getLogger("routegate.startup")
+LISTEN_ENV = "ROUTEGATE_LISTEN"     # set by ``routegate serve`` for its workers
+
+
+def _redacted(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _model(m: ModelConfig) -> str:
+    where = m.backend if m.backend == "simulated" else f"{m.backend} x{len(m.base_urls)}"
+    return (f"{m.name} ({m.kind}, {where}, {'+'.join(m.pools)}, "
+            f"${m.price.input_per_mtok:g}/${m.price.output_per_mtok:g} per Mtok)")
+
+
+def _redis(gw: AppState) -> str:
+    if gw.redis is None:
+        return "none"
+    if gw.redis.embedded is not None:
+        return f"embedded ({gw.redis.embedded.socket}; single host only)"
+    return _redacted(gw.config.effective_redis_url or "") + (" (cluster)" if gw.redis.cluster
+                                                             else "")
+
+
+def startup_block(gw: AppState, listen: str | None) -> tuple[list[str], list[str]]:
+    """(info lines, warnings)."""
+    config = gw.config
+    teams = config.teams
+    blobs = gw.batch.files.blobs.describe() if gw.batch is not None else "off"
+    info = [
+        f"routegate ready on {listen or 'its ASGI server'} (replica {gw.replica_id})",
+        "models: " + "; ".join(_model(m) for m in config.models),
+        f"routing: auto -> {config.routing.auto_policy}; classifier "
+        f"{config.routing.classifier or 'shipped'}; interactive SLO TTFT "
+        f"{config.pools.interactive.ttft_ms:g} ms, TPOT {config.pools.interactive.tpot_ms:g} ms",
+        f"teams: {len(teams)} ({', '.join(t.name for t in teams[:8])}"
+        f"{', ...' if len(teams) > 8 else ''})",
+        f"redis: {_redis(gw)}; key prefixes {config.budget.key_prefix} (budgets), "
+        f"{config.batch.key_prefix} (batch)",
+        f"batch: file bytes in {blobs}",
+        f"labels: {'on' if gw.labels is not None else 'off'}; feedback for "
+        f"{[t.name for t in teams if t.feedback] or 'no team'}; shadows for "
+        f"{[t.name for t in teams if t.shadow] or 'no team'}",
+    ]
+    return info, warnings(gw.config, shared_redis=gw.redis is not None
+                          and gw.redis.embedded is None,
+                          local_blobs=gw.batch is not None and "local blob store" in blobs)
+
+
+def warnings(config: GatewayConfig, *, shared_redis: bool, local_blobs: bool) -> list[str]:
+    out = []
+    key = admin_key(config)
+    if key is None:
+        out.append(f"{config.admin_key_env} is not set: the admin API, /ui and a protected "
+                   "/metrics refuse every key")
+    elif len(key) < ADMIN_KEY_MIN_CHARS:
+        out.append(f"{config.admin_key_env} is only {len(key)} characters long: use at least "
+                   f"{ADMIN_KEY_MIN_CHARS} random characters")
+    if config.metrics.enabled and not config.metrics.require_admin_key:
+        out.append("/metrics is open to anyone who reaches this port and shows team names "
+                   "and spend: set metrics.require_admin_key: true unless only a scraper "
+                   "on a private network can reach it")
+    if shared_redis and local_blobs:
+        out.append("batch files are in a local directory while Redis is shared: replicas on "
+                   "other hosts cannot read them (batch.blob_store: redis or s3)")
+    if config.routing.auto_policy in ("cheapest", "fixed"):
+        out.append(f"routing.auto_policy is {config.routing.auto_policy}: `auto` ignores the "
+                   "teams' quality targets (slo_aware is the default)")
+    if not config.teams:
+        out.append("no teams: every request is refused (401)")
+    return out
+
+
+def log_startup(gw: AppState) -> None:
+    info, warned = startup_block(gw, os.environ.get(LISTEN_ENV))
+    log.info("\n  ".join(info))
+    for line in warned:
+        log.warning(line)
