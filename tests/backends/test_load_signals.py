@@ -112,7 +112,7 @@ def test_a_silent_metrics_endpoint_is_a_failed_poll_not_a_hang() -> None:
 def test_the_real_llamacpp_metrics(llamacpp_url: str) -> None:
     stats = LiveStats()
     poller = LoadPoller(model(llamacpp_url, "llamacpp"), stats)
-    threads = in_background(llamacpp_url, "gemma", 3, 100)   # llama.cpp runs one at a time
+    threads = in_background(llamacpp_url, "gemma", 3, 40)    # llama.cpp runs one at a time
     seen = []
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:   # until all three have arrived (a loaded host is slow)
