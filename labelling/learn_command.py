@@ -29,7 +29,7 @@ from classifiers.complexity import DEFAULT_ARTIFACT, ComplexityModel
 from classifiers.dataset import file_digest
 from classifiers.labels import LabelError, Labels, read_labels
 from classifiers.learning import HELD_FRACTION, Result, fit_labels, learn
-from core.config import ConfigError, load_config
+from core.config import ConfigError, GatewayConfig, load_config
 from core.durations import parse_since
 from labelling.store import LabelStore
 from labelling.traffic import labels_digest, traffic_labels
@@ -156,7 +156,7 @@ def _read(args: argparse.Namespace) -> tuple[Labels, dict[str, Any], Path | None
     return labels, source, args.classifier or (Path(current) if current else None)
 
 
-async def _from_redis(config: Any, team: str, since_s: float | None
+async def _from_redis(config: GatewayConfig, team: str, since_s: float | None
                       ) -> tuple[Labels, dict[str, Any]]:
     handle = await open_redis(config.effective_redis_url, Path(config.data_dir))
     try:

@@ -71,7 +71,7 @@ def startup_block(gw: AppState, listen: str | None) -> tuple[list[str], list[str
     ]
     return info, warnings(gw.config, shared_redis=gw.redis is not None
                           and gw.redis.embedded is None,
-                          local_blobs=gw.batch is not None and "local blob store" in blobs)
+                          local_blobs=gw.batch is not None and gw.batch.probe is not None)
 
 
 def warnings(config: GatewayConfig, *, shared_redis: bool, local_blobs: bool) -> list[str]:
