@@ -24,13 +24,10 @@ from core.errors import InvalidRequest, MalformedJSON, NotFound
 from gateway.auth import Caller
 from gateway.deps import Admin, State
 from gateway.reload import reload_teams
+from gateway.routes.json import json_response
 from gateway.state import AppState
 
 router = APIRouter(prefix="/admin")
-
-
-def _json(data: object) -> Response:
-    return Response(orjson.dumps(data), media_type="application/json")
 
 
 def _team(gw: AppState, name: str, key: str | None = None) -> Caller:
@@ -49,13 +46,13 @@ def _team(gw: AppState, name: str, key: str | None = None) -> Caller:
 async def list_teams(gw: State, _: Admin) -> Response:
     teams = gw.config.teams
     reports = await asyncio.gather(*(gw.budget.usage(t.name, t.budget, days=1) for t in teams))
-    return _json({"object": "list", "data": reports})
+    return json_response({"object": "list", "data": reports})
 
 
 @router.get("/teams/{team}")
 async def show_team(team: str, gw: State, _: Admin, days: int = 31) -> Response:
     caller = _team(gw, team)
-    return _json(await gw.budget.usage(team, caller.team.budget, days=min(max(days, 1), 93)))
+    return json_response(await gw.budget.usage(team, caller.team.budget, days=min(max(days, 1), 93)))
 
 
 @router.put("/teams/{team}/limits")
@@ -71,16 +68,16 @@ async def set_limits(team: str, request: Request, gw: State, _: Admin,
         first = exc.errors()[0]
         raise InvalidRequest(first["msg"], param=".".join(map(str, first["loc"])) or None) from None
     await gw.budget.set_override(team, limits, key_id=key)
-    return _json({"team": team, "key": key, "override": limits.model_dump(exclude_none=True)})
+    return json_response({"team": team, "key": key, "override": limits.model_dump(exclude_none=True)})
 
 
 @router.delete("/teams/{team}/limits")
 async def clear_limits(team: str, gw: State, _: Admin, key: str | None = None) -> Response:
     _team(gw, team, key)
     await gw.budget.clear_override(team, key_id=key)
-    return _json({"team": team, "key": key, "override": None})
+    return json_response({"team": team, "key": key, "override": None})
 
 
 @router.post("/reload")
 async def reload_config(gw: State, _: Admin) -> Response:
-    return _json(reload_teams(gw))
+    return json_response(reload_teams(gw))

@@ -30,7 +30,8 @@ from core.errors import InvalidRequest, NotFound, PermissionDenied
 from gateway.auth import Caller
 from gateway.batch_runner import BatchService, batch_service
 from gateway.deps import State, TeamCaller
-from gateway.routes.files import MAX_EXPIRY_S, MIN_EXPIRY_S, json_response, owner_of
+from gateway.routes.files import MAX_EXPIRY_S, MIN_EXPIRY_S, owner_of
+from gateway.routes.json import json_response
 
 router = APIRouter()
 _WINDOW = re.compile(r"^([1-9][0-9]{0,6})([smh])$")

@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 from core.errors import Conflict, NotFound, PermissionDenied, ServiceUnavailable
 from core.strict import Strict
 from gateway.deps import State, TeamCaller
-from gateway.routes.files import json_response
+from gateway.routes.json import json_response
 
 router = APIRouter()
 

@@ -21,7 +21,6 @@ import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Literal
 
-import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.datastructures import UploadFile
@@ -32,6 +31,7 @@ from batch.records import Owner, file_object
 from core.errors import InvalidRequest, PayloadTooLarge
 from gateway.batch_runner import batch_service
 from gateway.deps import State, TeamCaller
+from gateway.routes.json import json_response
 
 router = APIRouter()
 # Room for the multipart boundaries and the form fields around the file.
@@ -43,10 +43,6 @@ MIN_EXPIRY_S, MAX_EXPIRY_S = 3600, 2_592_000
 
 def owner_of(caller: Any) -> Owner:
     return Owner(caller.team.name, caller.key.hash)
-
-
-def json_response(obj: Any) -> Response:
-    return Response(orjson.dumps(obj), media_type="application/json")
 
 
 async def _capped(stream: AsyncIterator[bytes], limit: int) -> AsyncGenerator[bytes, None]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
@@ -18,6 +17,7 @@ from gateway.auth import Caller
 from gateway.deps import Edge, TeamCaller, require_admin
 from gateway.ids import response_request_id
 from gateway.pipeline.routing import usable_models
+from gateway.routes.json import json_response
 from gateway.state import AppState
 
 router = APIRouter()
@@ -25,8 +25,7 @@ router = APIRouter()
 
 def _json(data: object, status: int = 200, request: Request | None = None) -> Response:
     rid = response_request_id(request.headers.get("x-request-id") if request else None)
-    return Response(orjson.dumps(data), status_code=status, media_type="application/json",
-                    headers={"x-request-id": rid})
+    return json_response(data, status, {"x-request-id": rid})
 
 
 def _model_objects(gw: AppState, caller: Caller) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from fastapi.responses import Response
 
 from gateway.deps import State, TeamCaller
 from gateway.protocols.openai_responses import RESPONSES_PATH, ResponsesDoor, ResponseStore, not_found
-from gateway.routes.files import json_response
+from gateway.routes.json import json_response
 from gateway.state import AppState
 
 router = APIRouter()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from importlib import resources
 
-import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
@@ -31,6 +30,7 @@ from core.errors import AuthenticationFailed, RateLimited
 from gateway.deps import Admin, Edge, State
 from gateway.edge import SESSION_COOKIE, client_address
 from gateway.observe.overview import build_overview
+from gateway.routes.json import json_response
 from gateway.sessions import SESSION_S
 
 router = APIRouter()
@@ -91,5 +91,4 @@ async def ui_logout(request: Request, edge: Edge) -> Response:
 async def admin_overview(gw: State, _: Admin) -> Response:
     live = await gw.telemetry.live.sample(gw)
     body = build_overview(gw.telemetry.families(), live)
-    return Response(orjson.dumps(body), media_type="application/json",
-                    headers={"cache-control": "no-store"})
+    return json_response(body, headers={"cache-control": "no-store"})

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import orjson
 from fastapi import APIRouter
 from fastapi.responses import Response
 
 from gateway.deps import State, TeamCaller
+from gateway.routes.json import json_response
 
 router = APIRouter()
 
@@ -14,4 +14,4 @@ router = APIRouter()
 @router.get("/v1/usage")
 async def team_usage(gw: State, caller: TeamCaller, days: int = 31) -> Response:
     report = await gw.budget.usage(caller.team.name, caller.team.budget, days=min(max(days, 1), 93))
-    return Response(orjson.dumps(report), media_type="application/json")
+    return json_response(report)
