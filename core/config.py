@@ -263,6 +263,9 @@ class MetricsConfig(Strict):
     require_admin_key: bool = False
     # Off only to measure what metrics cost (loadtest's routegate-nolog target).
     enabled: bool = True
+    # Minutes of per-minute history kept in Redis for /ui's charts (gateway/observe/history.py);
+    # 0: none.
+    history_minutes: int = Field(default=60, ge=0, le=1440)
 
 
 class LoggingConfig(Strict):

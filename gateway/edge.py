@@ -100,6 +100,7 @@ def build_gates(config: GatewayConfig) -> Gates:
                ("POST", "/ui/login"): Gate(Access.OPEN, LOGIN_BODY),
                ("POST", "/ui/logout"): Gate(Access.OPEN, LOGIN_BODY),
                ("GET", "/admin/overview"): Gate(Access.ADMIN_OR_SESSION),
+               ("GET", "/admin/history"): Gate(Access.ADMIN_OR_SESSION),
                ("GET", "/metrics"): Gate(Access.METRICS)},
         prefixes=(("/v1/files", team), ("/v1/batches", team), ("/v1/models", team),
                   ("/v1/usage", team), ("/v1/responses", team), ("/admin", admin)))

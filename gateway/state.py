@@ -12,6 +12,7 @@ round trips on the request path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
@@ -31,6 +32,7 @@ from core.config import GatewayConfig, ModelConfig
 from gateway.auth import Caller, KeyRing
 from gateway.batch_runner import BatchService, open_batch_service
 from gateway.money.ceiling import Tariff
+from gateway.observe.history import History
 from gateway.observe.otel import NOOP, Tracer, start_tracer
 from gateway.observe.telemetry import Telemetry
 from gateway.pipeline.routing import Router
@@ -98,6 +100,7 @@ class AppState:
     doors: dict[str, Door] = field(default_factory=dict)   # path -> protocol adapter
     labels: Recorder | None = None     # labels from the traffic (labelling/), None: learning.labels off
     shadows: Shadows = None  # type: ignore[assignment]  # set in __post_init__ (teams[].shadow)
+    history: History | None = None     # per-minute figures for /ui (metrics.history_minutes)
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -141,6 +144,7 @@ class AppState:
             state.labels = Recorder(LabelStore(redis.client, config.budget.key_prefix,
                                                config.learning), config.learning)
             state.spawn(state.labels.run())
+        state._start_history(redis)
         state.batch = await open_batch_service(state)
         state.doors = build_doors(state)
         # Open a few pooled connections now rather than in the first burst.
@@ -153,6 +157,14 @@ class AppState:
         # young generation every 50,000 allocations rather than 700.
         gc.set_threshold(50_000, 20, 100)
         return state
+
+    def _start_history(self, redis: RedisHandle) -> None:
+        """The per-minute figures /ui charts (gateway/observe/history.py)."""
+        metrics, keep = self.telemetry.metrics, self.config.metrics.history_minutes
+        if metrics is not None and keep:
+            self.history = History(redis.client, self.config.budget.key_prefix,
+                                   self.replica_id, metrics, self, keep)
+            self.spawn(self.history.run())
 
     def spawn(self, coro: Any) -> None:
         """A background task that lives as long as the app."""
@@ -168,6 +180,9 @@ class AppState:
             task.cancel()
         if self.labels is not None:       # what the last requests left, before Redis closes
             await self.labels.flush()
+        if self.history is not None:
+            with contextlib.suppress(Exception):
+                await self.history.flush()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for backend in self.backends.values():
             await backend.aclose()

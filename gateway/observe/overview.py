@@ -2,10 +2,12 @@
 
     {"generated_at": 1764547200.1,
      "routing": [{"pool", "model", "reason", "requests", "share"}],      # since start
-     "models":  [{"pool", "model", "requests", "errors", "ttft_p50_s", "ttft_p95_s",
+     "models":  [{"pool", "model", "requests", "client_errors" (4xx but 429), "rate_limited"
+                  (429), "errors" (5xx), "ttft_p50_s", "ttft_p95_s", "tpot_p95_s",
                   "slo_attainment"}],
      "escalations": {"invalid_json": 3}, "fallbacks": {"upstream_error": 1},
      "breakers": {"fast": "closed"},            # or open, half_open, resting (after a 429)
+     "now": [{"model", "breaker", "in_flight", "queued_interactive", "queued_batch"}],
      "teams": [{"team", "spent_today_usd", "daily_limit_usd", "remaining_usd", ...}],
      "batches": [{"id", "team", "status", "total", "completed", "failed", "expires_at"}]}
 
@@ -69,22 +71,31 @@ def _models(s: dict[str, list[tuple[dict[str, str], float]]]) -> list[dict[str, 
     def row(labels: dict[str, str]) -> dict[str, Any]:
         key = (labels["pool"], labels["model"])
         if key not in rows:
-            rows[key] = {"pool": key[0], "model": key[1], "requests": 0, "errors": 0,
-                         "ttft_p50_s": None, "ttft_p95_s": None, "slo_attainment": None,
-                         "_buckets": [], "_slo": [0.0, 0.0]}
+            rows[key] = {"pool": key[0], "model": key[1], "requests": 0, "client_errors": 0,
+                         "rate_limited": 0, "errors": 0, "ttft_p50_s": None,
+                         "ttft_p95_s": None, "tpot_p95_s": None, "slo_attainment": None,
+                         "_buckets": [], "_tpot": [], "_slo": [0.0, 0.0]}
         return rows[key]
 
     for labels, value in s.get("routegate_requests_total", ()):
         r = row(labels)
         r["requests"] += int(value)
-        r["errors"] += int(value) if labels["status"].startswith("5") else 0
+        status = labels["status"]
+        column = {"4": "client_errors", "5": "errors"}.get(status[:1])
+        if status == "429":
+            column = "rate_limited"
+        if column:
+            r[column] += int(value)
     for labels, value in s.get("routegate_ttft_seconds_bucket", ()):
         row(labels)["_buckets"].append((float(labels["le"]), value))
+    for labels, value in s.get("routegate_itl_seconds_bucket", ()):
+        row(labels)["_tpot"].append((float(labels["le"]), value))
     for labels, value in s.get("routegate_slo_requests_total", ()):
         row(labels)["_slo"][labels["result"] == "met"] += value
     for r in rows.values():
         r["ttft_p50_s"] = _round(bucket_quantile(0.5, r["_buckets"]))
         r["ttft_p95_s"] = _round(bucket_quantile(0.95, r["_buckets"]))
+        r["tpot_p95_s"] = _round(bucket_quantile(0.95, r.pop("_tpot")))
         missed, met = r.pop("_slo")
         r["slo_attainment"] = round(met / (met + missed), 4) if met + missed else None
         del r["_buckets"]
@@ -111,6 +122,9 @@ def build_overview(families: Iterable[Metric], live: LiveFigures) -> dict[str, A
         "escalations": _by_reason(s.get("routegate_escalations_total", [])),
         "fallbacks": _by_reason(s.get("routegate_fallbacks_total", [])),
         "breakers": {m.model: m.breaker for m in live.models},
+        "now": [{"model": m.model, "breaker": m.breaker, "in_flight": m.in_flight,
+                 "queued_interactive": m.queued.get("interactive", 0),
+                 "queued_batch": m.queued.get("batch", 0)} for m in live.models],
         "teams": [asdict(t) for t in live.teams],
         "batches": [b for b in live.batches if b["status"] not in ("completed", "failed")],
     }

@@ -5,6 +5,8 @@
     POST /ui/logout           ends the session (server-side) and clears the cookie
     GET  /admin/overview      JSON (gateway/observe/overview.py): the admin key as a bearer
                               token, or the page's session cookie (checked at the edge)
+    GET  /admin/history       the last ``minutes`` (default and most: metrics.history_minutes)
+                              per minute, from Redis (gateway/observe/history_view.py); same access
 
 The key travels only in a POST body (at most 4 KiB, within 5 s: the edge and
 the protocol see to it), never in a URL, and the server logs no request
@@ -25,10 +27,18 @@ from importlib import resources
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from redis.exceptions import RedisError
 
-from core.errors import AuthenticationFailed, RateLimited
+from core.errors import (
+    AuthenticationFailed,
+    InvalidRequest,
+    NotFound,
+    RateLimited,
+    ServiceUnavailable,
+)
 from gateway.deps import Admin, Edge, State
 from gateway.edge import SESSION_COOKIE, client_address
+from gateway.observe.history_view import read_history
 from gateway.observe.overview import build_overview
 from gateway.routes.json import json_response
 from gateway.sessions import SESSION_S
@@ -49,9 +59,14 @@ async def ui_page() -> Response:
                              "style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"})
 
 
-@router.get("/ui/ui.js")
-async def ui_script() -> Response:
-    return Response(_static("ui.js"), media_type="text/javascript; charset=utf-8",
+SCRIPTS = frozenset({"ui.js", "charts.js", "history.js"})
+
+
+@router.get("/ui/{name}")
+async def ui_script(name: str) -> Response:
+    if name not in SCRIPTS:
+        raise NotFound(f"No such file: /ui/{name}.")
+    return Response(_static(name), media_type="text/javascript; charset=utf-8",
                     headers={"cache-control": "no-store"})
 
 
@@ -91,4 +106,20 @@ async def ui_logout(request: Request, edge: Edge) -> Response:
 async def admin_overview(gw: State, _: Admin) -> Response:
     live = await gw.telemetry.live.sample(gw)
     body = build_overview(gw.telemetry.families(), live)
+    return json_response(body, headers={"cache-control": "no-store"})
+
+
+@router.get("/admin/history")
+async def admin_history(gw: State, _: Admin, minutes: int | None = None) -> Response:
+    keep = gw.config.metrics.history_minutes
+    if gw.history is None or gw.redis is None:
+        raise NotFound("No history is kept: metrics.history_minutes is 0 or metrics are off.")
+    if minutes is not None and not 1 <= minutes <= keep:
+        raise InvalidRequest(f"minutes must be from 1 to {keep}.", param="minutes")
+    pools = gw.config.pools.interactive
+    try:
+        body = await read_history(gw.redis.client, gw.config.budget.key_prefix, minutes or keep,
+                                  pools.ttft_ms / 1000, pools.tpot_ms / 1000)
+    except RedisError as exc:
+        raise ServiceUnavailable("The history store (Redis) is unreachable.") from exc
     return json_response(body, headers={"cache-control": "no-store"})

@@ -1,4 +1,5 @@
-// The operator page: reads /admin/overview (with the session cookie) every few seconds.
+// The operator page: reads /admin/overview and /admin/history (with the session
+// cookie) every few seconds; the charts are history.js and charts.js.
 "use strict";
 const REFRESH_MS = 3000;
 
@@ -28,8 +29,19 @@ function bar(fraction, over) {
   return td;
 }
 
-function fill(id, rows) {
+// An empty table says so, in one row across its columns.
+function fill(id, rows, none) {
   const body = document.querySelector("#" + id + " tbody");
+  if (!rows.length) {
+    const td = document.createElement("td");
+    td.className = "empty";
+    td.colSpan = document.querySelectorAll("#" + id + " thead th").length;
+    td.textContent = none;
+    const tr = document.createElement("tr");
+    tr.append(td);
+    body.replaceChildren(tr);
+    return;
+  }
   body.replaceChildren(...rows.map((cells) => {
     const tr = document.createElement("tr");
     tr.append(...cells);
@@ -43,21 +55,22 @@ function render(o) {
     return [cell(null, r.pool, "text"), cell(null, r.model, "text", "t"),
             cell(null, r.reason, "text", "t"), cell(k + "|requests", r.requests, "int"),
             cell(k + "|share", r.share, "pct"), bar(r.share)];
-  }));
+  }), "No answered requests yet.");
   fill("models", o.models.map((m) => {
     const k = `models|${m.pool}|${m.model}`;
     return [cell(null, m.pool, "text"), cell(null, m.model, "text", "t"),
-            cell(k + "|requests", m.requests, "int"), cell(k + "|errors", m.errors, "int"),
+            cell(k + "|requests", m.requests, "int"), cell(k + "|client_errors", m.client_errors, "int"),
+            cell(k + "|rate_limited", m.rate_limited, "int"), cell(k + "|errors", m.errors, "int"),
             cell(k + "|ttft_p50_s", m.ttft_p50_s, "ms"), cell(k + "|ttft_p95_s", m.ttft_p95_s, "ms"),
-            cell(k + "|slo_attainment", m.slo_attainment, "pct")];
-  }));
+            cell(k + "|tpot_p95_s", m.tpot_p95_s, "ms"), cell(k + "|slo_attainment", m.slo_attainment, "pct")];
+  }), "No requests yet.");
   fill("teams", o.teams.map((t) => {
     const k = `teams|${t.team}`;
     const limit = t.daily_limit_usd;
     return [cell(null, t.team, "text"), cell(k + "|spent_today_usd", t.spent_today_usd, "usd"),
             cell(k + "|daily_limit_usd", limit, "usd"), cell(k + "|remaining_usd", t.remaining_usd, "usd"),
-            limit ? bar(t.spent_today_usd / limit, t.soft_limited) : cell(null, null, "text")];
-  }));
+            limit ? bar(t.spent_today_usd / limit, t.soft_limited) : cell(null, "no daily limit", "text", "t muted")];
+  }), "No teams configured.");
   const reasons = [];
   for (const [kind, table] of [["escalation", o.escalations], ["fallback", o.fallbacks]]) {
     for (const [reason, n] of Object.entries(table)) {
@@ -65,17 +78,24 @@ function render(o) {
                     cell(`${kind}s|${reason}`, n, "int")]);
     }
   }
-  fill("reasons", reasons);
-  fill("breakers", Object.entries(o.breakers).map(([model, state]) =>
-    [cell(null, model, "text"), cell(`breakers|${model}`, state, "text", "t state-" + state)]));
+  fill("reasons", reasons, "No escalations or fallbacks since start.");
+  fill("breakers", o.now.map((m) =>
+    [cell(null, m.model, "text"), cell(`breakers|${m.model}`, m.breaker, "text", "t state-" + m.breaker),
+     cell(`now|${m.model}|in_flight`, m.in_flight, "int"),
+     cell(`now|${m.model}|queued_interactive`, m.queued_interactive, "int"),
+     cell(`now|${m.model}|queued_batch`, m.queued_batch, "int")]), "No models configured.");
   fill("batches", o.batches.map((b) => {
     const k = `batches|${b.id}`;
-    return [cell(null, b.id, "text"), cell(null, b.team, "text", "t"),
+    const id = cell(null, b.id, "text", "id");
+    id.title = b.id;
+    return [id, cell(null, b.team, "text", "t"),
             cell(k + "|status", b.status, "text", "t"), cell(k + "|completed", b.completed, "int"),
             cell(k + "|failed", b.failed, "int"), cell(k + "|total", b.total, "int")];
-  }));
+  }), "No batches in progress.");
   const updated = document.getElementById("updated");
-  updated.textContent = "updated " + new Date(o.generated_at * 1000).toLocaleTimeString();
+  updated.textContent = "updated " + new Date(o.generated_at * 1000).toLocaleString([], {
+    year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
+    second: "2-digit", timeZoneName: "short" });
   updated.dataset.generated = String(o.generated_at);
 }
 
@@ -93,6 +113,8 @@ async function refresh() {
       document.getElementById("login").hidden = true;
       document.getElementById("app").hidden = false;
       render(await resp.json());
+      const hist = await fetch("/admin/history", { credentials: "same-origin", cache: "no-store" });
+      if (hist.ok) renderHistory(await hist.json());
     }
   } catch (err) {
     document.getElementById("updated").textContent = "gateway unreachable";

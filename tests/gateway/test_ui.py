@@ -22,6 +22,7 @@ import httpx
 import pytest
 import redis
 
+from gateway.observe.history import FLUSH_S as HISTORY_FLUSH_S
 from tests.support import OTHER_KEY, REPO, TEST_KEY, base_config, run_gateway, run_simulator
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -126,8 +127,10 @@ def _expected(overview: dict) -> dict[str, str]:
         out[k + "|requests"], out[k + "|share"] = str(r["requests"]), pct(r["share"])
     for m in overview["models"]:
         k = f"models|{m['pool']}|{m['model']}"
-        out[k + "|requests"], out[k + "|errors"] = str(m["requests"]), str(m["errors"])
+        for column in ("requests", "client_errors", "rate_limited", "errors"):
+            out[f"{k}|{column}"] = str(m[column])
         out[k + "|ttft_p50_s"], out[k + "|ttft_p95_s"] = ms(m["ttft_p50_s"]), ms(m["ttft_p95_s"])
+        out[k + "|tpot_p95_s"] = ms(m["tpot_p95_s"])
         out[k + "|slo_attainment"] = pct(m["slo_attainment"])
     for t in overview["teams"]:
         k = f"teams|{t['team']}"
@@ -137,6 +140,42 @@ def _expected(overview: dict) -> dict[str, str]:
     for kind in ("escalations", "fallbacks"):
         out.update({f"{kind}|{reason}": str(n) for reason, n in overview[kind].items()})
     out.update({f"breakers|{m}": state for m, state in overview["breakers"].items()})
+    for m in overview["now"]:
+        for column in ("in_flight", "queued_interactive", "queued_batch"):
+            out[f"now|{m['model']}|{column}"] = str(m[column])
+    return out
+
+
+def _drawn(values: list) -> bool:
+    return any(v is not None for v in values)
+
+
+def _expected_series(history: dict) -> dict[str, set[str]]:
+    """The series each chart must draw (a legend entry and a path each), as history.js
+    names them: only those with a figure in the hour."""
+    requests = {f"{r['model']} {r['class']}" for r in history["requests"] if _drawn(r["counts"])}
+    quantiles = {kind: {f"{r['model']} {q}" for r in history[kind] if r["pool"] == "interactive"
+                        for q in ("p50", "p95") if _drawn(r[f"{q}_s"])}
+                 for kind in ("ttft", "tpot")}
+    load = ({f"{q['model']} queued ({q['pool']})" for q in history["queue"]}
+            | {f"{f['model']} in flight" for f in history["in_flight"]})
+    reasons = {name for name, key in (("escalation rate", "escalation_rate"),
+                                      ("fallback rate", "fallback_rate")) if _drawn(history[key])}
+    return {"chart-requests": requests, "chart-ttft": quantiles["ttft"],
+            "chart-tpot": quantiles["tpot"], "chart-load": load,
+            "chart-spend": {t["team"] for t in history["spend"] if _drawn(t["spent_today_usd"])},
+            "chart-reasons": reasons}
+
+
+def _charts(driver) -> dict[str, tuple[set[str], set[str]]]:
+    """Per chart: the legend's series and the paths' series."""
+    out = {}
+    for box in driver.find_elements(By.CSS_SELECTOR, "[id^='chart-']"):
+        legend = {e.get_attribute("data-series") for e in box.find_elements(By.CSS_SELECTOR,
+                                                                              ".legend .key")}
+        paths = {e.get_attribute("data-series") for e in box.find_elements(By.CSS_SELECTOR,
+                                                                            "path[data-series]")}
+        out[box.get_attribute("id")] = (legend, paths)
     return out
 
 
@@ -204,8 +243,9 @@ def test_operator_page(browser) -> None:
                 first = float(driver.find_element(By.ID, "updated").get_attribute("data-generated"))
                 _next_refresh(driver, first)
                 assert len(done) > 0
-            # Load over: wait out the live figures' cache, then one more refresh.
-            time.sleep(5.5)
+            # Load over: wait out the live figures' cache and the history's last write,
+            # then one more refresh.
+            time.sleep(max(5.5, HISTORY_FLUSH_S + 1))
             _next_refresh(driver, time.time())
             overview = httpx.get(gw.url + "/admin/overview",
                                  headers={"authorization": f"Bearer {ADMIN_KEY}"}).json()
@@ -216,6 +256,17 @@ def test_operator_page(browser) -> None:
             assert {"teams|test|spent_today_usd", "teams|other|spent_today_usd"} <= set(shown)
             assert any(k.startswith("escalations|") for k in shown)
             assert any(k.startswith("fallbacks|") for k in shown)
+            # The last hour's charts, from /admin/history (Redis), series by series.
+            history = httpx.get(gw.url + "/admin/history",
+                                headers={"authorization": f"Bearer {ADMIN_KEY}"}).json()
+            assert len(history["minutes"]) == 60
+            charts, wanted = _charts(driver), _expected_series(history)
+            assert {name: legend for name, (legend, _) in charts.items()} == wanted
+            assert all(legend == paths for legend, paths in charts.values())
+            for chart in ("chart-requests", "chart-ttft", "chart-tpot", "chart-spend",
+                          "chart-reasons"):
+                assert wanted[chart], chart            # the load drew each of these
+            assert {"fast 2xx", "broken 5xx"} <= wanted["chart-requests"]
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             driver.save_screenshot(str(ARTIFACTS / "ui.png"))
             # Without the cookie the JSON is closed.

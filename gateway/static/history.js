@@ -1,0 +1,78 @@
+// The operator page's last hour: /admin/history drawn with charts.js.
+"use strict";
+
+const CLASS_DASH = { "2xx": "", "4xx": "5 3", "429": "2 2", "5xx": "7 2 2 2", "other": "1 3" };
+const fmtY = {
+  rps: (v) => v >= 10 ? v.toFixed(0) : v.toFixed(2),
+  ms: (v) => Math.round(v * 1000) + " ms",
+  n: (v) => v >= 10 ? v.toFixed(0) : v.toFixed(1),
+  usd: (v) => "$" + (v >= 1 ? v.toFixed(2) : v.toFixed(4)),
+  pct: (v) => (v * 100).toFixed(v >= 0.1 ? 0 : 1) + "%",
+};
+
+function perSecond(h, counts) {
+  return counts.map((c, i) => c / h.seconds[i]);
+}
+
+function requestSeries(h) {
+  const byModel = new Map();       // "model class" -> counts summed over pools
+  for (const r of h.requests) {
+    const name = `${r.model} ${r.class}`;
+    const sum = byModel.get(name) || { model: r.model, cls: r.class, counts: r.counts.map(() => 0) };
+    r.counts.forEach((c, i) => { sum.counts[i] += c; });
+    byModel.set(name, sum);
+  }
+  return [...byModel.entries()].sort().map(([name, s]) => ({
+    name, values: perSecond(h, s.counts), color: colourOf(s.model), dash: CLASS_DASH[s.cls] || "",
+  }));
+}
+
+function quantileSeries(rows) {
+  const out = [];
+  for (const r of rows.filter((r) => r.pool === "interactive")) {
+    out.push({ name: `${r.model} p95`, values: r.p95_s, color: colourOf(r.model) },
+             { name: `${r.model} p50`, values: r.p50_s, color: colourOf(r.model), dash: "4 3" });
+  }
+  return out;
+}
+
+function loadSeries(h) {
+  return [
+    ...h.queue.map((q) => ({ name: `${q.model} queued (${q.pool})`, values: q.peak,
+                             color: colourOf(q.model), dash: q.pool === "batch" ? "4 3" : "" })),
+    ...h.in_flight.map((f) => ({ name: `${f.model} in flight`, values: f.peak,
+                                 color: colourOf(f.model), dash: "1 2" })),
+  ];
+}
+
+function spendSeries(h) {
+  return h.spend.map((t) => ({ name: t.team, values: t.spent_today_usd, color: colourOf("team " + t.team) }));
+}
+
+function spendRefs(h) {
+  return h.spend.filter((t) => t.daily_limit_usd !== null).map((t) => ({
+    y: t.daily_limit_usd, label: `${t.team} daily limit`, color: colourOf("team " + t.team),
+  }));
+}
+
+function renderHistory(h) {
+  const m = h.minutes, slo = h.slo;
+  lineChart(document.getElementById("chart-requests"), m, requestSeries(h),
+            { fmt: fmtY.rps, empty: "No requests in the last hour" });
+  lineChart(document.getElementById("chart-ttft"), m, quantileSeries(h.ttft),
+            { fmt: fmtY.ms, refs: [{ y: slo.ttft_s, label: "TTFT SLO" }],
+              empty: "No streamed interactive answers in the last hour" });
+  lineChart(document.getElementById("chart-tpot"), m, quantileSeries(h.tpot),
+            { fmt: fmtY.ms, refs: [{ y: slo.tpot_s, label: "TPOT SLO" }],
+              empty: "No streamed interactive answers in the last hour" });
+  lineChart(document.getElementById("chart-load"), m, loadSeries(h),
+            { fmt: fmtY.n, empty: "Nothing queued or in flight in the last hour" });
+  lineChart(document.getElementById("chart-spend"), m, spendSeries(h),
+            { fmt: fmtY.usd, refs: spendRefs(h), empty: "No team spend recorded in the last hour" });
+  lineChart(document.getElementById("chart-reasons"), m, [
+    { name: "escalation rate", values: h.escalation_rate, color: "#d08a00" },
+    { name: "fallback rate", values: h.fallback_rate, color: "#e0533d", dash: "4 3" },
+  ], { fmt: fmtY.pct, empty: "No requests in the last hour" });
+  const box = document.getElementById("history");
+  box.dataset.generated = String(m[m.length - 1]);
+}
