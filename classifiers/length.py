@@ -7,7 +7,10 @@ tiktoken cannot download its BPE files on machines without internet, so the
 files are looked up in ``TIKTOKEN_CACHE_DIR``. When they are missing the
 counter falls back to an estimate of one token per four UTF-8 bytes (OpenAI's
 rule of thumb for English; it over-counts code and under-counts CJK text) and
-logs one warning per encoding, never per request.
+logs one warning per process, never per request: the first encoding that
+fails is a warning, any other (a model with its own ``tokenizer``) only a
+debug line, since the fix, ``TIKTOKEN_CACHE_DIR``, is the same. With
+``routegate serve --workers N`` each worker is a process and warns once.
 """
 
 from __future__ import annotations
@@ -40,13 +43,12 @@ def _load_encoder(encoding: str) -> Any | None:
             enc = tiktoken.get_encoding(encoding)
         except Exception as exc:  # missing files, no network, unknown name
             enc = None
-            if encoding not in _warned:
-                _warned.add(encoding)
-                logger.warning(
-                    "tiktoken encoding %s unavailable (%s); estimating tokens as "
-                    "UTF-8 bytes / %d. Set TIKTOKEN_CACHE_DIR for exact counts.",
-                    encoding, type(exc).__name__, BYTES_PER_TOKEN_ESTIMATE,
-                )
+            # One warning per process; a second encoding would only repeat its advice.
+            logger.log(logging.DEBUG if _warned else logging.WARNING,
+                       "tiktoken encoding %s unavailable (%s); estimating tokens as "
+                       "UTF-8 bytes / %d. Set TIKTOKEN_CACHE_DIR for exact counts.",
+                       encoding, type(exc).__name__, BYTES_PER_TOKEN_ESTIMATE)
+            _warned.add(encoding)
         _encoders[encoding] = enc
         return enc
 

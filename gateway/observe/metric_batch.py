@@ -14,8 +14,9 @@ worker's last second may be missing from a scrape.
 
 ``PendingHistogram.flush`` adds to the histogram's per-bucket values, exactly
 what ``Histogram.observe`` does one observation at a time (prometheus_client
-keeps them in ``_buckets`` and ``_sum``; the telemetry tests read the result
-back through ``/metrics``, so a change there would fail them).
+keeps them in ``_buckets`` and ``_sum``; pyproject pins prometheus-client to
+its minor version, and tests/gateway/test_internals.py fails, naming the
+attribute, when a release moves them).
 """
 
 from __future__ import annotations
