@@ -361,7 +361,7 @@ class BudgetStore(AdminCalls):
         while not self._stopping.is_set():
             try:
                 await self.reconcile_once()
-            except Exception as exc:  # noqa: BLE001 - keep trying; never kill the task
+            except Exception as exc:  # keep trying; never kill the task
                 self._mark_down("reconcile", exc)
             try:
                 await asyncio.wait_for(self._stopping.wait(), interval_s)

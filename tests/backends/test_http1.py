@@ -35,7 +35,7 @@ def test_origin_parsing() -> None:
 async def test_keep_alive_reuses_one_connection_and_sends_the_body() -> None:
     seen: list[bytes] = []
 
-    def answer(raw: bytes) -> list[bytes]:
+    def answer(raw: bytes) -> list[bytes | float]:
         seen.append(raw)
         return fixed(b'{"n": %d}' % len(seen))
 

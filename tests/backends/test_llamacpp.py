@@ -15,10 +15,11 @@ from collections.abc import Iterator
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.support import TEST_KEY, Gateway, hashed, run_gateway
 
-HELLO = [{"role": "user", "content": "Say hello in five words."}]
+HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Say hello in five words."}]
 MAX_TOKENS = 6   # a base model rambles: a few tokens are enough to test the wire
 
 
@@ -92,6 +93,7 @@ def test_streamed_usage_when_asked_matches_the_completion(client: openai.OpenAI)
     whole = client.chat.completions.create(model="gemma", messages=HELLO, temperature=0,
         max_tokens=MAX_TOKENS)
     assert streamed == whole.choices[0].message.content
+    assert whole.usage is not None
     assert final.usage.completion_tokens == whole.usage.completion_tokens
     assert final.usage.prompt_tokens == whole.usage.prompt_tokens
 
@@ -100,7 +102,9 @@ def test_logprobs_pass_through(client: openai.OpenAI) -> None:
     completion = client.chat.completions.create(model="gemma", messages=HELLO, logprobs=True,
                                                 top_logprobs=2, temperature=0,
         max_tokens=MAX_TOKENS)
-    content = completion.choices[0].logprobs.content
+    logprobs = completion.choices[0].logprobs
+    assert logprobs is not None and logprobs.content is not None and completion.usage is not None
+    content = logprobs.content
     assert len(content) == completion.usage.completion_tokens
     assert all(len(token.top_logprobs) == 2 for token in content)
     assert all(token.logprob <= 0 for token in content)
@@ -124,7 +128,9 @@ def test_json_schema_is_honoured(client: openai.OpenAI) -> None:
         temperature=0, max_tokens=16,
         response_format={"type": "json_schema",
                          "json_schema": {"name": "answer", "strict": True, "schema": schema}})
-    answer = json.loads(completion.choices[0].message.content)
+    content = completion.choices[0].message.content
+    assert content is not None
+    answer = json.loads(content)
     assert isinstance(answer["ok"], bool)
     assert set(answer) == {"ok"}
 
@@ -144,7 +150,8 @@ def test_auto_routes_to_the_only_model(client: openai.OpenAI) -> None:
     raw = client.chat.completions.with_raw_response.create(model="auto", messages=HELLO, temperature=0,
         max_tokens=MAX_TOKENS)
     assert raw.headers["x-routegate-model"] == "gemma"
-    assert raw.parse().usage.completion_tokens > 0
+    usage = raw.parse().usage
+    assert usage is not None and usage.completion_tokens > 0
 
 
 def test_truncated_json_from_the_real_model_escalates(llamacpp_url: str) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from budget.pricing import cost_nanousd
 from classifiers.length import counter_for
@@ -23,7 +24,7 @@ from gateway.money.prompt_meter import SLACK, PromptMeter
 from tests.support import TEST_KEY, Gateway, run_gateway
 from tests.upstreams.llamacpp import gemma_config
 
-PROSE = [
+PROSE: list[list[ChatCompletionMessageParam]] = [
     [{"role": "user", "content": "Hi."}],
     [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name a color."}],
     [{"role": "user", "content": "Summarise: " + "the quick brown fox jumps over the lazy dog. " * 12}],
@@ -34,7 +35,7 @@ PROSE = [
      {"role": "user", "content": "List three prime numbers, " * 5}],
 ]
 # Where Gemma's tokenizer counts more than o200k_base: code (+15%), digits (twice ours).
-DENSE = [
+DENSE: list[list[ChatCompletionMessageParam]] = [
     [{"role": "user", "content": "def f(x):\n    return [i**2 for i in range(x) if i % 3 == 0]\n" * 3}],
     [{"role": "user", "content": "3.14159265358979 2.71828182845904 1.41421356237309 " * 4}],
 ]
@@ -88,7 +89,8 @@ def test_the_real_upstream_is_billed_exactly_and_never_above_its_reservation(
     assert not [e for e in events if e.get("usage_anomaly")]
 
 
-def _real_counts(gateway: Gateway, prompts: list) -> list[tuple[int, int, int]]:
+def _real_counts(gateway: Gateway, prompts: list[list[ChatCompletionMessageParam]]
+                 ) -> list[tuple[int, int, int]]:
     client = openai.OpenAI(base_url=gateway.base_url, api_key=TEST_KEY, max_retries=0,
                            timeout=120)
     counter, out = counter_for("o200k_base"), []

@@ -113,7 +113,8 @@ async def test_a_stream_ended_cleanly_without_done_is_truncated() -> None:
 @synchronous
 async def test_a_stream_cut_off_mid_body_is_truncated() -> None:
     head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-    cut = [head, b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK)]    # then the server closes the connection
+    # then the server closes the connection
+    cut: list[bytes | float] = [head, b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK)]
     async with raw_server(lambda raw: cut, close_after=1) as (origin, _):
         b = backend(origin)
         with pytest.raises(UpstreamError) as info:

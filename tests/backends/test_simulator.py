@@ -5,18 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Any
 
 import pytest
 
 from backends.base import UpstreamCall
 from backends.simulated import SimulatedBackend
-from core.config import ModelConfig, Price, SimulateConfig
+from core.config import ModelConfig, Price, SimulateConfig, Timeouts
 from core.errors import UpstreamError
 
 MSG = {"messages": [{"role": "user", "content": "hi"}]}
 
 
-def backend(**sim: object) -> SimulatedBackend:
+def backend(**sim: Any) -> SimulatedBackend:
     config = ModelConfig(name="m", price=Price(input_per_mtok=1, output_per_mtok=1),
                          simulate=SimulateConfig(**{"seed": 1, **sim}))
     return SimulatedBackend(config)
@@ -84,7 +85,9 @@ def test_usage_counts_the_tokens_sent() -> None:
         events = [e async for e in stream]
         await stream.aclose()
         tokens = sum(1 for e in events if e.has_tokens)
-        usage = events[-2].data["usage"]
+        data = events[-2].data
+        assert data is not None
+        usage = data["usage"]
         return tokens, usage["completion_tokens"], usage
     tokens, reported, usage = asyncio.run(run())
     assert tokens == reported <= 7
@@ -125,7 +128,7 @@ def test_correctness_draw_follows_predicted_quality() -> None:
 def test_timeout_rate_hangs_until_the_backend_timeout() -> None:
     config = ModelConfig(name="m", price=Price(input_per_mtok=1, output_per_mtok=1),
                          simulate=SimulateConfig(timeout_rate=1.0),
-                         timeouts={"first_byte_s": 0.2, "total_s": 0.3})
+                         timeouts=Timeouts(first_byte_s=0.2, total_s=0.3))
     from core.errors import UpstreamTimeout
     with pytest.raises(UpstreamTimeout) as caught:          # non-streamed: total_s bounds it
         asyncio.run(SimulatedBackend(config).complete(call()))

@@ -13,7 +13,7 @@ CAP = 65536
 
 
 def request(custom_id: str, **over: object) -> bytes:
-    line = {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions",
+    line: dict[str, object] = {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions",
             "body": {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}}
     line.update(over)
     return orjson.dumps(line)

@@ -48,7 +48,9 @@ def test_a_tick_of_reserves_is_one_call_judged_in_order(tmp_path: Path, prefix: 
         usage = await store.usage("t", limits)
         assert usage["reserved_usd"] * USD == 5 * AMOUNT
         for i in range(5):   # the holds are real: each settles once, exactly
-            await store.settle(outcomes[i], input_tokens=1, output_tokens=1, cost_nanousd=7)
+            held = outcomes[i]
+            assert not isinstance(held, BaseException)
+            await store.settle(held, input_tokens=1, output_tokens=1, cost_nanousd=7)
         usage = await store.usage("t", limits)
         assert (usage["reserved_usd"], usage["spent_today_nanousd"]) == (0, 35)
 

@@ -80,7 +80,7 @@ def test_a_torn_line_is_quarantined(tmp_path: Path, prefix: str) -> None:
     clock = FakeClock("2026-11-29T12:00:30")
     before = _quarantined()
 
-    async def main() -> None:
+    async def main() -> Path:
         handle = await open_redis(SHARED_REDIS, tmp_path)
         store = make_store(handle.client, prefix, tmp_path, clock=clock)
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis.asyncio
@@ -34,7 +35,7 @@ def test_a_bug_in_ping_is_logged_not_an_outage(prefix: str, tmp_path: Path,
         client = redis.asyncio.Redis.from_url(SHARED_REDIS)
         store = make_store(client, prefix, tmp_path)
 
-        async def broken() -> bool:
+        async def broken(**kwargs: Any) -> bool:
             raise ValueError("not a Redis failure")
 
         client.ping = broken  # type: ignore[method-assign]

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import httpx
 import openai
 import pytest
 import yaml
+from openai.types.chat import ChatCompletionMessageParam
 
 from budget.pricing import cost_nanousd
 from tests.support import TEST_KEY, Gateway, base_config, hashed, run_gateway
 
-HELLO = [{"role": "user", "content": "hi"}]
+HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
 ADMIN_KEY = "sk-admin-test"
 
 
@@ -42,12 +44,13 @@ def test_spend_is_exact_then_soft_then_hard_limit(budget_gateway: Gateway) -> No
             rejected = exc
             break
         u = raw.parse().usage
+        assert u is not None
         expected += cost_nanousd(u.prompt_tokens, u.completion_tokens, 0.2, 0.4)
         soft_seen |= raw.headers.get("x-routegate-budget") == "soft-limit"
     assert rejected is not None, "the hard limit never stopped the team"
     assert rejected.status_code == 429
     assert rejected.code == "insufficient_quota"
-    assert rejected.body["type"] == "insufficient_quota"
+    assert isinstance(rejected.body, dict) and rejected.body["type"] == "insufficient_quota"
     assert soft_seen
     report = usage(budget_gateway)
     assert report["spent_today_nanousd"] == expected
@@ -142,8 +145,8 @@ def test_admin_limits_for_an_unknown_key_are_404(budget_gateway: Gateway) -> Non
     h = {"authorization": f"Bearer {ADMIN_KEY}"}
     url = budget_gateway.url + "/admin/teams/test/limits"
     for send in (httpx.put, httpx.delete):
-        kw = {"json": {"rpm": 5}} if send is httpx.put else {}
-        r = send(url, params={"key": "no-such-key"}, headers=h, **kw)  # type: ignore[operator]
+        kw: dict[str, Any] = {"json": {"rpm": 5}} if send is httpx.put else {}
+        r = send(url, params={"key": "no-such-key"}, headers=h, **kw)
         assert r.status_code == 404, r.text
         assert r.json()["error"]["param"] == "key"
     # the key's id (its name, else the start of its hash) is accepted

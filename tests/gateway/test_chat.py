@@ -7,10 +7,11 @@ import json
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageParam
 
 from tests.support import TEST_KEY, Gateway
 
-HELLO = [{"role": "user", "content": "Say hello in five words."}]
+HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Say hello in five words."}]
 
 
 def test_non_streaming_completion_has_usage_and_headers(client: openai.OpenAI) -> None:
@@ -58,13 +59,16 @@ def test_raw_stream_ends_with_done(gateway: Gateway) -> None:
 
 
 def test_every_parameter_reaches_upstream_untouched(client: openai.OpenAI) -> None:
-    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    tools: list[ChatCompletionFunctionToolParam] = [{"type": "function", "function": {
+        "name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
     completion = client.chat.completions.create(
         model="echo", messages=HELLO, tools=tools, tool_choice="auto", seed=7, stop=["\n"],
         temperature=0.3, user="u-1", logprobs=True, top_logprobs=2,
         response_format={"type": "json_object"}, extra_body={"vendor_knob": {"a": 1}})
-    sent = json.loads(completion.choices[0].message.content)
+    content = completion.choices[0].message.content
+    assert content is not None
+    sent = json.loads(content)
     assert sent["model"] == "echo"  # the upstream model id from config
     for key, value in {"tools": tools, "tool_choice": "auto", "seed": 7, "stop": ["\n"],
                        "temperature": 0.3, "user": "u-1", "logprobs": True, "top_logprobs": 2,
@@ -81,29 +85,38 @@ def test_stream_always_asks_upstream_for_usage(client: openai.OpenAI) -> None:
 
 
 def test_tool_calls_come_back(client: openai.OpenAI) -> None:
-    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {
-        "type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}}}}}]
+    tools: list[ChatCompletionFunctionToolParam] = [{"type": "function", "function": {
+        "name": "lookup", "parameters": {
+            "type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}}}}}]
     completion = client.chat.completions.create(model="local", messages=HELLO, tools=tools)
-    call = completion.choices[0].message.tool_calls[0]
+    tool_calls = completion.choices[0].message.tool_calls
+    assert tool_calls is not None
+    call = tool_calls[0]
     assert completion.choices[0].finish_reason == "tool_calls"
+    assert call.type == "function"
     assert call.function.name == "lookup"
     assert set(json.loads(call.function.arguments)) == {"q", "n"}
 
 
 def test_streamed_tool_calls(client: openai.OpenAI) -> None:
-    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {
-        "type": "object", "properties": {"q": {"type": "string"}}}}}]
+    tools: list[ChatCompletionFunctionToolParam] = [{"type": "function", "function": {
+        "name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]
     chunks = list(client.chat.completions.create(model="fast", messages=HELLO, tools=tools,
                                                  stream=True))
-    args = "".join(tc.function.arguments or "" for c in chunks if c.choices
-                   for tc in (c.choices[0].delta.tool_calls or []))
+    args = ""
+    for c in chunks:
+        for tc in (c.choices[0].delta.tool_calls or []) if c.choices else []:
+            assert tc.function is not None
+            args += tc.function.arguments or ""
     assert json.loads(args) == {"q": "value"}
 
 
 def test_logprobs_pass_through(client: openai.OpenAI) -> None:
     completion = client.chat.completions.create(model="fast", messages=HELLO, max_tokens=4,
                                                 logprobs=True, top_logprobs=2)
-    content = completion.choices[0].logprobs.content
+    logprobs = completion.choices[0].logprobs
+    assert logprobs is not None and logprobs.content is not None and completion.usage is not None
+    content = logprobs.content
     assert len(content) == completion.usage.completion_tokens
     assert len(content[0].top_logprobs) == 2
 
@@ -119,7 +132,8 @@ def test_auto_picks_cheapest_fitting_model(client: openai.OpenAI) -> None:
 
 
 def test_auto_skips_models_whose_context_is_too_small(client: openai.OpenAI) -> None:
-    long_prompt = [{"role": "user", "content": "word " * 5000}]   # ~5k tokens > fast's 4k
+    # ~5k tokens > fast's 4k
+    long_prompt: list[ChatCompletionMessageParam] = [{"role": "user", "content": "word " * 5000}]
     raw = client.chat.completions.with_raw_response.create(model="auto", messages=long_prompt,
                                                            max_tokens=5)
     assert raw.headers["x-routegate-model"] != "fast"

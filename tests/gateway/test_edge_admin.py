@@ -36,7 +36,7 @@ class CountingUpstream(BaseHTTPRequestHandler):
     hits = 0
     lock = threading.Lock()
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:  # http.server's naming
         with self.lock:
             type(self).hits += 1
         body = b'{"object": "list", "data": []}'

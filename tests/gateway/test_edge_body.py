@@ -263,7 +263,8 @@ def test_slow_bodies_are_cut_at_the_deadline_while_others_are_served(gw: Gateway
     # The chat route reports its slow bodies as 408s, not as clients that left
     # (the app hears of the cut when the socket closes, a linger after the 408).
     expected = sum(1 for i in range(100) if SLOW[i % len(SLOW)][1] == "/v1/chat/completions")
-    deadline, cut = time.monotonic() + 5, []
+    deadline = time.monotonic() + 5
+    cut: list[dict] = []
     while len(cut) < expected and time.monotonic() < deadline:
         time.sleep(0.2)
         cut = [e for e in request_log(gw) if e.get("status") == 408]

@@ -8,10 +8,11 @@ from collections.abc import Iterator
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.support import OTHER_KEY, TEST_KEY, Gateway, base_config, run_gateway
 
-HELLO = [{"role": "user", "content": "hi"}]
+HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
 
 
 def post(gateway: Gateway, body: bytes | dict, key: str | None = TEST_KEY,

@@ -10,12 +10,13 @@ import uuid
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from budget.pricing import cost_nanousd
 from tests.support import TEST_KEY, Gateway, base_config, run_gateway
 
 AUTH = {"authorization": f"Bearer {TEST_KEY}"}
-ASK = [{"role": "user", "content": "Give me the weather in Oslo as JSON."}]
+ASK: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Give me the weather in Oslo as JSON."}]
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "temp": {"type": "number"}},
           "required": ["city", "temp"], "additionalProperties": False}
 WEATHER = {"type": "function", "function": {"name": "weather", "parameters": SCHEMA}}

@@ -27,7 +27,7 @@ def _chat(url: str, model: str, n: int, stream: bool = False) -> list[int]:
                 for _ in range(n)]
 
 
-def _history(url: str, **params: object) -> httpx.Response:
+def _history(url: str, **params: int | str) -> httpx.Response:
     return httpx.get(url + "/admin/history", headers=ADMIN, params=params, timeout=10)
 
 

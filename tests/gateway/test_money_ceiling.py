@@ -11,15 +11,17 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import time
+from typing import Any
 
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from budget.pricing import cost_nanousd
 from tests.support import OTHER_KEY, TEST_KEY, Gateway, base_config, run_gateway
 
-HELLO = [{"role": "user", "content": "hi"}]
+HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
 AUTH = {"authorization": f"Bearer {TEST_KEY}"}
 PRICE_IN, PRICE_OUT = 1.0, 2.0          # the fault models'; fast is 0.2 / 0.4
 
@@ -71,7 +73,7 @@ def event(gw: Gateway, request_id: str) -> dict:
 @pytest.mark.parametrize("stream", [False, True])
 def test_n_answers_are_billed_as_n_answers(gw: Gateway, stream: bool) -> None:
     before = rows(gw)
-    body = {"model": "fast", "messages": HELLO, "max_tokens": 20, "n": 10}
+    body: dict[str, Any] = {"model": "fast", "messages": HELLO, "max_tokens": 20, "n": 10}
     if not stream:
         r = post(gw, body)
         assert r.status_code == 200, r.text

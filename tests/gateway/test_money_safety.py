@@ -13,12 +13,13 @@ import time
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from budget.pricing import cost_nanousd
 from classifiers.length import counter_for
 from tests.support import TEST_KEY, Gateway, base_config, run_gateway
 
-HELLO = [{"role": "user", "content": "hi"}]
+HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
 AUTH = {"authorization": f"Bearer {TEST_KEY}"}
 
 

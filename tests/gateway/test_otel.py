@@ -56,7 +56,7 @@ class _Collector(_Handler):
 
     spans: list[dict[str, Any]]
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:  # http.server's naming
         request = ExportTraceServiceRequest.FromString(self._body())
         for rs in request.resource_spans:
             resource = _attributes(rs.resource.attributes)
@@ -76,7 +76,7 @@ class _Upstream(_Handler):
 
     seen: list[dict[str, str]]
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = json.loads(self._body())
         self.seen.append({k.lower(): v for k, v in self.headers.items()})
         content = "sunny, I think" if body["model"] == "bad" else '{"city": "Oslo", "temp": 7}'

@@ -12,7 +12,7 @@ import openai
 import pytest
 from pydantic import ValidationError
 
-from core.config import GatewayConfig, KeyConfig, TeamConfig
+from core.config import GatewayConfig, KeyConfig, PoolName, TeamConfig
 from core.errors import InvalidRequest, PermissionDenied
 from gateway.auth import Caller
 from gateway.pipeline.pools import request_pool
@@ -22,8 +22,8 @@ BATCH_KEY = "sk-test-batch-default"
 KEY_HASH = hashed("sk-a")
 
 
-def caller(key_default: str | None = None, team_default: str | None = None,
-           allowed: list[str] | None = None) -> Caller:
+def caller(key_default: PoolName | None = None, team_default: PoolName | None = None,
+           allowed: list[PoolName] | None = None) -> Caller:
     key = KeyConfig(hash=KEY_HASH, default_pool=key_default)
     team = TeamConfig(name="t", keys=[key], allowed_pools=allowed, default_pool=team_default)
     return Caller(team, key)

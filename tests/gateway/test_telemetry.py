@@ -34,7 +34,7 @@ ANSWER = {"id": "c1", "object": "chat.completion", "created": 0, "model": "m",
 class _Recorder(BaseHTTPRequestHandler):
     seen: list[dict[str, str]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:  # http.server's naming
         self.rfile.read(int(self.headers.get("content-length", 0)))
         self.seen.append({k.lower(): v for k, v in self.headers.items()})
         body = json.dumps(ANSWER).encode()

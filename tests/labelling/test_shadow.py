@@ -9,6 +9,7 @@ import time
 import httpx
 import openai
 import pytest
+from openai.types.shared_params import ResponseFormatJSONObject
 
 from labelling.compare import exact_scores, final_number, judge_messages, verdict
 from tests.gateway.test_escalation import cascade_config
@@ -16,7 +17,7 @@ from tests.labelling.test_traffic_labels import labels_of
 from tests.support import OTHER_KEY, TEST_KEY, Gateway, run_gateway
 
 RATE = 0.25
-JSON_FORMAT = {"type": "json_object"}
+JSON_FORMAT: ResponseFormatJSONObject = {"type": "json_object"}
 
 
 def test_checkable_answers_are_compared_exactly() -> None:
@@ -83,7 +84,7 @@ def test_json_answers_are_shadowed_at_the_rate_compared_exactly_and_billed(shado
     served = []
     for i in range(20):
         raw = client.chat.completions.with_raw_response.create(
-            model="auto", response_format=JSON_FORMAT,  # type: ignore[arg-type]
+            model="auto", response_format=JSON_FORMAT,
             messages=[{"role": "user", "content": f"Fact {i} about Oslo, as JSON."}])
         served.append(raw.headers["x-routegate-model"])
         if i == 3:       # the first shadow's model takes seconds: the client never waits

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.gateway.test_escalation import cascade_config
 from tests.support import OTHER_KEY, REPO, TEST_KEY, child_env, run_gateway
@@ -44,7 +45,7 @@ def test_a_team_with_its_own_learned_classifier_routes_by_it(sim_url: str,
     learned = learned_small_is_enough(tmp_path)
     config["teams"][0].update(quality=0.95, classifier=str(learned))
     config["teams"][1].update(quality=0.95, allowed_models=["small", "medium", "large"])
-    ask = [{"role": "user", "content": "Write a short poem about the sea."}]
+    ask: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Write a short poem about the sea."}]
     with run_gateway(config) as gw:
         chosen = {}
         for team, key in (("own", TEST_KEY), ("shipped", OTHER_KEY)):

@@ -14,6 +14,8 @@ import openai
 import pytest
 import redis.asyncio as aioredis
 import yaml
+from openai.types.chat import ChatCompletionMessageParam
+from openai.types.shared_params import ResponseFormatJSONObject
 
 from classifiers.sketch import PromptSketch
 from core.learning_config import LearningSettings
@@ -22,7 +24,7 @@ from tests.gateway.test_escalation import cascade_config
 from tests.support import OTHER_KEY, REPO, TEST_KEY, Gateway, child_env, hashed, run_gateway
 
 QUIET_KEY = "sk-quiet-team"
-JSON_FORMAT = {"type": "json_object"}
+JSON_FORMAT: ResponseFormatJSONObject = {"type": "json_object"}
 
 
 def labels_of(config: dict, team: str) -> list[Label]:
@@ -52,15 +54,18 @@ def sdk(gw: Gateway, key: str = TEST_KEY) -> openai.OpenAI:
 
 
 def give(client: openai.OpenAI, request_id: str, score: object) -> dict:
-    return client.post("/feedback", body={"request_id": request_id, "score": score},
-                       cast_to=object)  # type: ignore[return-value]
+    reply = client.post("/feedback", body={"request_id": request_id, "score": score},
+                        cast_to=object)
+    assert isinstance(reply, dict), reply
+    return reply
 
 
 def test_an_escalation_labels_the_refused_rung_0_and_the_one_that_passed_1(learning) -> None:
     gw, config = learning
-    prompt = [{"role": "user", "content": "List three Norwegian cities as a JSON object."}]
+    prompt: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "List three Norwegian cities as a JSON object."}]
     raw = sdk(gw).chat.completions.with_raw_response.create(
-        model="auto", messages=prompt, response_format=JSON_FORMAT)  # type: ignore[arg-type]
+        model="auto", messages=prompt, response_format=JSON_FORMAT)
     assert raw.headers["x-routegate-attempts"] == "small:truncated,medium:ok"
     rid = raw.headers["x-routegate-request-id"]
     mine = []
@@ -135,7 +140,7 @@ def test_learn_from_traffic_reads_the_teams_labels_and_writes_an_artifact(
     topics = ["Oslo", "Bergen", "Tromsø", "Lisbon", "Kyoto", "Lagos", "Quito", "Perth",
               "Hanoi", "Tunis", "Riga", "Cusco"]
     for topic in topics:       # every one escalates: small refused, medium passed
-        client.chat.completions.create(model="auto", response_format=JSON_FORMAT,  # type: ignore[arg-type]
+        client.chat.completions.create(model="auto", response_format=JSON_FORMAT,
                                        messages=[{"role": "user",
                                                   "content": f"The weather in {topic} as JSON"}])
     path = tmp_path / "routegate.yaml"

@@ -36,7 +36,7 @@ def candidates(cfg: GatewayConfig, logit: float = 0.0, **ttft: float) -> list[Ca
     return out
 
 
-def ctx(target: float, **kw: object) -> RouteContext:
+def ctx(target: float, **kw: bool) -> RouteContext:
     return RouteContext(prompt_tokens=100, expected_output_tokens=100, pool="interactive",
                         quality_target=target, confidence=0.8, **kw)
 

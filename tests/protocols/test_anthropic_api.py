@@ -15,6 +15,7 @@ import anthropic
 import httpx
 import orjson
 import pytest
+from anthropic.types import DocumentBlockParam, MessageParam, ToolParam
 
 from budget.pricing import cost_nanousd
 from classifiers.length import counter_for
@@ -22,10 +23,10 @@ from tests.support import TEST_KEY, Gateway, base_config, hashed, run_gateway
 
 MONEY_KEY, CAPPED_KEY, LIAR_KEY = "sk-anthropic-money", "sk-anthropic-capped", "sk-anthropic-liar"
 FAST_PRICE = (0.2, 0.4)          # base_config's "fast": input, output per Mtok
-HELLO = [{"role": "user", "content": "Say hello."}]
-WEATHER = {"name": "get_weather", "description": "The weather in a city now.",
-           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
-                            "required": ["city"]}}
+HELLO: list[MessageParam] = [{"role": "user", "content": "Say hello."}]
+WEATHER: ToolParam = {"name": "get_weather", "description": "The weather in a city now.",
+                      "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                                       "required": ["city"]}}
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +56,19 @@ def spent(gw: Gateway, key: str) -> int:
     return int(reply.json()["spent_today_nanousd"])
 
 
+def text_of(message: anthropic.types.Message) -> str:
+    """The text of the message's first block, which must be a text block."""
+    block = message.content[0]
+    assert block.type == "text", block.type
+    return block.text
+
+
+def body_of(exc: anthropic.APIStatusError) -> dict[str, Any]:
+    """The error's parsed JSON body, which must be an object."""
+    assert isinstance(exc.body, dict), exc.body
+    return exc.body
+
+
 def price(usage: anthropic.types.Usage) -> int:
     return cost_nanousd(usage.input_tokens, usage.output_tokens, *FAST_PRICE)
 
@@ -67,7 +81,7 @@ def test_create_with_a_system_prompt(gw: Gateway) -> None:
     assert raw.headers["x-routegate-model"] == "fast"
     assert message.id.startswith("msg_") and message.type == "message"
     assert message.role == "assistant" and message.model == "default"   # the upstream's id
-    assert [b.type for b in message.content] == ["text"] and message.content[0].text
+    assert [b.type for b in message.content] == ["text"] and text_of(message)
     assert message.stop_reason in ("end_turn", "max_tokens") and message.stop_sequence is None
     assert message.usage.input_tokens > 0 and 0 < message.usage.output_tokens <= 50
 
@@ -80,7 +94,7 @@ def test_the_system_prompt_and_turns_reach_the_upstream_as_chat(gw: Gateway) -> 
         extra_body={"top_k": 3, "thinking": {"type": "enabled", "budget_tokens": 1024}},
         messages=[{"role": "user", "content": "One"}, {"role": "assistant", "content": "Two"},
                   {"role": "user", "content": "Three"}])
-    upstream = orjson.loads(message.content[0].text)
+    upstream = orjson.loads(text_of(message))
     assert upstream["messages"] == [
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": "One"},
         {"role": "assistant", "content": "Two"}, {"role": "user", "content": "Three"}]
@@ -93,7 +107,7 @@ def test_stream_text_and_the_final_message(gw: Gateway) -> None:
                                  messages=HELLO) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
-    assert text and [b.type for b in final.content] == ["text"] and final.content[0].text == text
+    assert text and [b.type for b in final.content] == ["text"] and text_of(final) == text
     assert final.stop_reason in ("end_turn", "max_tokens")
     assert final.usage.input_tokens > 0 and 0 < final.usage.output_tokens <= 50
 
@@ -101,7 +115,7 @@ def test_stream_text_and_the_final_message(gw: Gateway) -> None:
 @pytest.mark.parametrize("streamed", [False, True], ids=["create", "stream"])
 def test_max_tokens_is_the_stop_reason_when_it_cuts(gw: Gateway, streamed: bool) -> None:
     client = sdk(gw)
-    ask = {"model": "fast", "max_tokens": 3, "messages": HELLO}
+    ask: dict[str, Any] = {"model": "fast", "max_tokens": 3, "messages": HELLO}
     if streamed:
         with client.messages.stream(**ask) as stream:
             message = stream.get_final_message()
@@ -132,14 +146,14 @@ def test_a_tool_round_trip(gw: Gateway, streamed: bool) -> None:
     assert [b.type for b in final.content] == ["text"]
     assert final.stop_reason in ("end_turn", "max_tokens")
     # What the upstream saw of the same turn: the call and its result, as chat.
-    echoed = orjson.loads(client.messages.create(**{**ask, "model": "echo"}).content[0].text)
+    echoed = orjson.loads(text_of(client.messages.create(**{**ask, "model": "echo"})))
     assert echoed["messages"][1]["tool_calls"][0]["id"] == call.id
     assert echoed["messages"][2] == {"role": "tool", "tool_call_id": call.id,
                                      "content": "18C and sunny"}
 
 
 def test_tool_choice_names_the_tool(gw: Gateway) -> None:
-    now = {"name": "now", "input_schema": {"type": "object", "properties": {}}}
+    now: ToolParam = {"name": "now", "input_schema": {"type": "object", "properties": {}}}
     message = sdk(gw).messages.create(
         model="fast", max_tokens=50, tools=[WEATHER, now], messages=HELLO,
         tool_choice={"type": "tool", "name": "now"})
@@ -187,9 +201,10 @@ def test_past_the_hard_budget_the_sdk_raises_rate_limit_error(gw: Gateway) -> No
             break
     assert refused is not None and expected > 0, "the hard limit never stopped the team"
     assert refused.status_code == 429
-    assert refused.body["type"] == "error"
-    assert refused.body["error"]["type"] == "rate_limit_error"
-    assert "hard budget" in refused.body["error"]["message"]
+    body = body_of(refused)
+    assert body["type"] == "error"
+    assert body["error"]["type"] == "rate_limit_error"
+    assert "hard budget" in body["error"]["message"]
     assert spent(gw, CAPPED_KEY) == expected
 
 
@@ -207,8 +222,8 @@ def test_malformed_json_is_bad_request(gw: Gateway) -> None:
         sdk(gw).post("/v1/messages", content=b'{"model": "fast", "max_tok',
                      cast_to=anthropic.types.Message,
                      options={"headers": {"content-type": "application/json"}})
-    assert refused.value.body["error"]["type"] == "invalid_request_error"
-    assert "JSON" in refused.value.body["error"]["message"]
+    assert body_of(refused.value)["error"]["type"] == "invalid_request_error"
+    assert "JSON" in body_of(refused.value)["error"]["message"]
 
 
 @pytest.mark.parametrize("headers", [{"x-api-key": "sk-wrong"}, {}], ids=["wrong", "missing"])
@@ -220,7 +235,7 @@ def test_a_bad_key_is_authentication_error(gw: Gateway, headers: dict[str, str])
     assert reply.json()["error"]["type"] == "authentication_error"
     with pytest.raises(anthropic.AuthenticationError) as refused:
         sdk(gw, "sk-wrong").messages.create(model="fast", max_tokens=5, messages=HELLO)
-    assert refused.value.body["error"]["message"] == "Incorrect API key provided."
+    assert body_of(refused.value)["error"]["message"] == "Incorrect API key provided."
 
 
 def test_a_bearer_token_works_too(gw: Gateway) -> None:
@@ -231,25 +246,26 @@ def test_a_bearer_token_works_too(gw: Gateway) -> None:
 def test_an_unknown_model_is_not_found(gw: Gateway) -> None:
     with pytest.raises(anthropic.NotFoundError) as refused:
         sdk(gw).messages.create(model="claude-nope-9", max_tokens=5, messages=HELLO)
-    assert refused.value.body["error"]["type"] == "not_found_error"
-    assert "claude-nope-9" in refused.value.body["error"]["message"]
+    assert body_of(refused.value)["error"]["type"] == "not_found_error"
+    assert "claude-nope-9" in body_of(refused.value)["error"]["message"]
 
 
 def test_a_body_over_the_cap_is_request_too_large(gw: Gateway) -> None:
-    huge = [{"role": "user", "content": "x" * 70_000}]       # base_config caps bodies at 64 KiB
+    # base_config caps bodies at 64 KiB
+    huge: list[MessageParam] = [{"role": "user", "content": "x" * 70_000}]
     with pytest.raises(anthropic.ContentTooLargeError) as refused:
         sdk(gw).messages.create(model="fast", max_tokens=5, messages=huge)
     assert refused.value.status_code == 413
-    assert refused.value.body["error"]["type"] == "request_too_large"
+    assert body_of(refused.value)["error"]["type"] == "request_too_large"
 
 
 def test_an_unsupported_block_is_a_clear_bad_request(gw: Gateway) -> None:
-    document = {"type": "document", "source": {"type": "text", "media_type": "text/plain",
-                                               "data": "hi"}}
+    document: DocumentBlockParam = {"type": "document", "source": {
+        "type": "text", "media_type": "text/plain", "data": "hi"}}
     with pytest.raises(anthropic.BadRequestError) as refused:
         sdk(gw).messages.create(model="fast", max_tokens=5,
                                 messages=[{"role": "user", "content": [document]}])
-    assert "'document' are not supported" in refused.value.body["error"]["message"]
+    assert "'document' are not supported" in body_of(refused.value)["error"]["message"]
 
 
 def test_a_stream_broken_midway_raises_in_the_sdk(gw: Gateway) -> None:
@@ -285,4 +301,4 @@ def test_count_tokens_refuses_in_anthropics_shape(gw: Gateway) -> None:
         sdk(gw, "sk-wrong").messages.count_tokens(model="fast", messages=HELLO)
     with pytest.raises(anthropic.BadRequestError) as refused:
         sdk(gw).messages.count_tokens(model="fast", messages=[])
-    assert refused.value.body["error"]["type"] == "invalid_request_error"
+    assert body_of(refused.value)["error"]["type"] == "invalid_request_error"

@@ -9,6 +9,7 @@ not installed.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import anthropic
 import httpx
@@ -19,8 +20,8 @@ from tests.support import TEST_KEY, Gateway, run_gateway
 from tests.upstreams.llamacpp import gemma_config
 
 PRICE_IN, PRICE_OUT = 0.5, 1.0
-ASK = {"model": "gemma", "max_tokens": 12, "system": "Answer in one short sentence.",
-       "messages": [{"role": "user", "content": "What colour is the sky?"}]}
+ASK: dict[str, Any] = {"model": "gemma", "max_tokens": 12, "system": "Answer in one short sentence.",
+                       "messages": [{"role": "user", "content": "What colour is the sky?"}]}
 
 
 @pytest.fixture(scope="module")

@@ -136,7 +136,7 @@ def test_the_pipeline_request_keeps_what_the_door_renders_with() -> None:
     assert (routed.model, routed.quality) == ("auto", 0.9)
 
 
-REFUSED = {
+REFUSED: dict[str, tuple[dict[str, Any], str]] = {
     "no max_tokens": ({"model": "fast", "messages": USER}, "'max_tokens' is a required property"),
     "no messages": ({"model": "fast", "max_tokens": 5}, "'messages' is a required property"),
     "zero max_tokens": (body(max_tokens=0), "max_tokens: 0 is less than the minimum of 1"),

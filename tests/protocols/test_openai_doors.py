@@ -10,6 +10,7 @@ import json
 import struct
 import time
 import uuid
+from typing import Any
 
 import httpx
 import openai
@@ -47,6 +48,12 @@ def gw(sim_url: str):
 @pytest.fixture
 def client(gw: Gateway) -> openai.OpenAI:
     return openai.OpenAI(base_url=gw.base_url, api_key=TEST_KEY, max_retries=0, timeout=30)
+
+
+def body_of(exc: openai.APIStatusError) -> dict[str, Any]:
+    """The error's parsed JSON body, which must be an object."""
+    assert isinstance(exc.body, dict), exc.body
+    return exc.body
 
 
 def spent(gw: Gateway, key: str = TEST_KEY) -> tuple[int, dict[str, dict]]:
@@ -93,14 +100,14 @@ def test_embeddings_refuse_what_is_not_an_embedding_model(client: openai.OpenAI,
                                                           code: str) -> None:
     with pytest.raises(openai.APIStatusError) as err:
         client.embeddings.create(model=model, input="x")
-    assert err.value.body["code"] == code
+    assert body_of(err.value)["code"] == code
 
 
 def test_an_embedding_model_serves_no_chat(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as err:
         client.chat.completions.create(model="text-embedding-3-small",
                                        messages=[{"role": "user", "content": "hi"}])
-    assert err.value.body["code"] == "model_not_supported"
+    assert body_of(err.value)["code"] == "model_not_supported"
 
 
 def test_legacy_completions_plain_streamed_and_routed(gw: Gateway, client: openai.OpenAI
@@ -111,7 +118,7 @@ def test_legacy_completions_plain_streamed_and_routed(gw: Gateway, client: opena
     assert raw.headers["x-routegate-model"] == "writer"
     assert answer.object == "text_completion" and len(answer.choices) == 2
     assert all(c.text for c in answer.choices)
-    assert 0 < answer.usage.completion_tokens <= 16
+    assert answer.usage is not None and 0 < answer.usage.completion_tokens <= 16
     streamed = client.completions.with_raw_response.create(
         model="auto", prompt="Count to three", max_tokens=8, stream=True,
         stream_options={"include_usage": True})
@@ -128,7 +135,7 @@ def test_completions_spend_is_exact(gw: Gateway, client: openai.OpenAI) -> None:
     chunks = list(client.completions.create(model="writer", prompt="three", max_tokens=5,
                                             stream=True, stream_options={"include_usage": True}))
     usage = chunks[-1].usage
-    assert usage is not None
+    assert usage is not None and answer.usage is not None
     after, _ = spent(gw)
     assert after - before == (
         cost_nanousd(answer.usage.prompt_tokens, answer.usage.completion_tokens, *CHAT_PRICE)
@@ -149,8 +156,10 @@ def test_the_model_list_is_the_teams_own(gw: Gateway) -> None:
     assert {"auto", "fast", "writer", "gpt-4o-mini", "embedder", "text-embedding-3-small"} <= ids
     theirs = {m.id for m in other.models.list()}
     assert theirs == {"auto", "fast", "writer", "gpt-4o-mini", "davinci-002"}
-    assert other.models.retrieve("gpt-4o-mini").model_extra["alias_of"] == "writer"
-    assert mine.models.retrieve("embedder").model_extra["kind"] == "embedding"
+    alias = other.models.retrieve("gpt-4o-mini").model_extra
+    assert alias is not None and alias["alias_of"] == "writer"
+    embedder = mine.models.retrieve("embedder").model_extra
+    assert embedder is not None and embedder["kind"] == "embedding"
     with pytest.raises(openai.NotFoundError):
         other.models.retrieve("embedder")                  # not theirs to use
     with pytest.raises(openai.NotFoundError):
@@ -170,7 +179,7 @@ def test_past_the_hard_limit_every_door_says_insufficient_quota(sim_url: str) ->
         for call in calls:
             with pytest.raises(openai.RateLimitError) as err:
                 call()
-            assert err.value.body["code"] == "insufficient_quota"
+            assert body_of(err.value)["code"] == "insufficient_quota"
 
 
 @pytest.mark.parametrize("url,body,check", [
@@ -210,4 +219,4 @@ def test_a_batch_for_one_endpoint_refuses_a_file_for_another(gw: Gateway,
     with pytest.raises(openai.BadRequestError) as err:
         client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
                               completion_window="24h")
-    assert err.value.body["param"] == "endpoint"
+    assert body_of(err.value)["param"] == "endpoint"

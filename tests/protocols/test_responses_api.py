@@ -7,12 +7,13 @@ exactly what a Responses request became upstream.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import jsonschema
 import openai
 import pytest
+from openai.types.responses import EasyInputMessageParam, FunctionToolParam, ResponseInputItemParam
 from pydantic import BaseModel
 
 from tests.support import OTHER_KEY, Gateway
@@ -23,10 +24,11 @@ WEATHER = {"type": "object", "properties": {"city": {"type": "string"},
 # Room enough that the simulator's answer (a median of 20 tokens) ends on its own:
 # one cut at the limit is a response.incomplete, which the SDK's stream helper refuses.
 ROOM = 200
-GET_WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city",
-               "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                              "required": ["city"], "additionalProperties": False},
-               "strict": True}
+CITY = {"type": "object", "properties": {"city": {"type": "string"}},
+        "required": ["city"], "additionalProperties": False}
+GET_WEATHER: FunctionToolParam = {"type": "function", "name": "get_weather",
+                                  "description": "The weather in a city", "parameters": CITY,
+                                  "strict": True}
 
 
 def upstream_body(response: Any) -> dict[str, Any]:
@@ -104,7 +106,8 @@ def test_json_schema_output_is_valid_json_of_that_schema(client: openai.OpenAI) 
     response = client.responses.create(model="fast", input="Weather in Paris?", text={
         "format": {"type": "json_schema", "name": "weather", "schema": WEATHER, "strict": True}})
     jsonschema.validate(json.loads(response.output_text), WEATHER)
-    assert response.text is not None and response.text.format.type == "json_schema"
+    assert response.text is not None and response.text.format is not None
+    assert response.text.format.type == "json_schema"
 
 
 class Weather(BaseModel):
@@ -118,16 +121,18 @@ def test_parse_with_a_pydantic_model(client: openai.OpenAI) -> None:
 
 
 def test_a_function_tool_over_two_turns(client: openai.OpenAI) -> None:
-    question = {"role": "user", "content": "What is the weather in Paris?"}
+    question: EasyInputMessageParam = {"role": "user", "content": "What is the weather in Paris?"}
     first = client.responses.create(model="fast", input=[question], tools=[GET_WEATHER])
     calls = [item for item in first.output if item.type == "function_call"]
     assert len(calls) == 1 and calls[0].name == "get_weather" and calls[0].status == "completed"
     call = calls[0]
     assert call.call_id and call.id and call.id.startswith("fc_")
-    jsonschema.validate(json.loads(call.arguments), GET_WEATHER["parameters"])
+    jsonschema.validate(json.loads(call.arguments), CITY)
     # The client runs the tool and sends the call and its output back, as a tool loop does.
-    turn = [question, call.model_dump(exclude_none=True),
-            {"type": "function_call_output", "call_id": call.call_id, "output": "sunny, 21 C"}]
+    # The output item's dump is its own input item, which the SDK's types cannot see.
+    turn: list[ResponseInputItemParam] = [
+        question, cast(ResponseInputItemParam, call.model_dump(exclude_none=True)),
+        {"type": "function_call_output", "call_id": call.call_id, "output": "sunny, 21 C"}]
     final = client.responses.create(model="fast", input=turn, tools=[GET_WEATHER], tool_choice="none")
     assert final.output_text and not [i for i in final.output if i.type == "function_call"]
     # Left at "auto", the simulated fleet answers in text once the tool's result is in,
@@ -155,7 +160,7 @@ def test_a_streamed_tool_call_has_its_argument_events(client: openai.OpenAI) -> 
                           "response.completed"]
     (call,) = final.output
     assert call.type == "function_call"
-    jsonschema.validate(json.loads(call.arguments), GET_WEATHER["parameters"])
+    jsonschema.validate(json.loads(call.arguments), CITY)
 
 
 def test_previous_response_id_continues_the_conversation(client: openai.OpenAI) -> None:

@@ -14,13 +14,17 @@ from collections.abc import Iterator
 import jsonschema
 import openai
 import pytest
+from openai.types.responses import FunctionToolParam, ResponseTextConfigParam
 
 from tests.support import TEST_KEY, base_config, run_gateway
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "temp": {"type": "number"}},
           "required": ["city", "temp"], "additionalProperties": False}
-FORMAT = {"format": {"type": "json_schema", "name": "weather", "schema": SCHEMA, "strict": True}}
-TOOL = {"type": "function", "name": "weather", "parameters": SCHEMA}
+FORMAT: ResponseTextConfigParam = {
+    "format": {"type": "json_schema", "name": "weather", "schema": SCHEMA, "strict": True}}
+# No "strict": the gateway takes a tool without it, though the SDK's type requires the key.
+TOOL: FunctionToolParam = {"type": "function", "name": "weather",  # type: ignore[typeddict-item]
+                           "parameters": SCHEMA}
 
 
 def sim_model(name: str, ability: float, price: float, **simulate: object) -> dict:

@@ -76,8 +76,12 @@ def test_a_real_model_streams_openais_events(gemma: openai.OpenAI, gemma_gateway
     assert [e.type for e in events[:2]] == ["response.created", "response.in_progress"]
     assert last.type in ("response.completed", "response.incomplete")
     deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
-    final = last.response                                    # type: ignore[union-attr]
-    assert final.output[0].content[0].text == deltas
+    final = last.response
+    first = final.output[0]
+    assert first.type == "message"
+    text = first.content[0]
+    assert text.type == "output_text"
+    assert text.text == deltas
     assert [e.sequence_number for e in events] == list(range(len(events)))
     usage = final.usage
     assert usage is not None and 0 < usage.output_tokens <= MAX_OUTPUT
