@@ -27,7 +27,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support import TEST_KEY, base_config, run_gateway, run_simulator  # noqa: E402
+from loadtest.servers import TEST_KEY, base_config, run_gateway, run_simulator
 
 
 def jsonl(n: int, max_tokens: int) -> bytes:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from budget.redis_client import open_redis  # noqa: E402
-from budget.store import BudgetStore  # noqa: E402
-from core.budget_config import BudgetSettings, Limits  # noqa: E402
+from budget.redis_client import open_redis
+from budget.store import BudgetStore
+from core.budget_config import BudgetSettings, Limits
 
 TEAM_LIMITS = Limits(daily_hard_usd=1e6, daily_soft_usd=1e5, monthly_hard_usd=4e6, rpm=10**9, tpm=10**12)
 KEY_LIMITS = Limits(daily_hard_usd=1e6, rpm=10**9)

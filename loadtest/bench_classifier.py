@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from classifiers.complexity import ComplexityModel  # noqa: E402
-from classifiers.length import counter_for  # noqa: E402
+from classifiers.complexity import ComplexityModel
+from classifiers.length import counter_for
 
 _WORDS = (
     "the model should explain why a list of 42 integers sorted with quicksort takes "

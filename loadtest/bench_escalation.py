@@ -43,8 +43,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from policies.validators import check_answer  # noqa: E402
-from tests.support import TEST_KEY, base_config, run_gateway, run_simulator  # noqa: E402
+from loadtest.servers import TEST_KEY, base_config, run_gateway, run_simulator
+from policies.validators import check_answer
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"},
                                            "days": {"type": "integer"}},

@@ -28,7 +28,8 @@ from pathlib import Path
 import aiohttp
 
 from loadtest.bench_proxy import request_body
-from loadtest.targets import KEY, free_port, running, target_command
+from loadtest.servers import free_port
+from loadtest.targets import KEY, running, target_command
 
 TARGETS = ("bare-aiohttp", "routegate", "routegate-nobudget")
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
 import os
 import subprocess
 import uuid
@@ -51,7 +50,8 @@ from typing import Any
 
 import yaml
 
-from loadtest.targets import free_port, running, server
+from loadtest.servers import free_port, hashed
+from loadtest.targets import running, server
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = REPO / "config" / "routegate.yaml"
@@ -74,10 +74,6 @@ POLICY_CHOICES: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "slo_aware_unbounded": [("slo_aware", {**_ON_TIME, "pools": {"interactive": {
         "max_slo_premium": None}}})],
 }
-
-def hashed(key: str) -> str:
-    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
-
 
 def gateway_policy(name: str) -> tuple[str, dict[str, Any]]:
     """The gateway policy (and config overrides) that plays ``name`` in this checkout."""

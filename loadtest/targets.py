@@ -11,19 +11,15 @@ per run to the stub's port and a scratch ``data_dir``.
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+from loadtest.servers import REPO, child_env, free_port, stop, wait_http
+
 HERE = Path(__file__).resolve().parent
 KEY = "sk-bench-key"     # its hash is the team key in loadtest/routegate.yaml
 
@@ -37,25 +33,6 @@ ROUTEGATE_VARIANTS: dict[str, tuple[str, dict]] = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{url}: the server exited with {proc.returncode}")
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(url, timeout=1) as resp:
-                if resp.status < 500:
-                    return
-        time.sleep(0.1)
-    raise TimeoutError(f"{url} did not answer in {timeout}s")
-
-
 @contextlib.contextmanager
 def running(args: list[str], ready_url: str, log: Path, *, timeout: float = 30.0,
             stop_s: float = 10.0, wrapper: tuple[str, ...] = ()
@@ -63,22 +40,14 @@ def running(args: list[str], ready_url: str, log: Path, *, timeout: float = 30.0
     """``python -m *args`` in its own session, logging to ``log``; yields the
     process once ``ready_url`` answers, and stops it (SIGTERM, then kill) after.
     ``wrapper``: a command that runs Python (``valgrind --tool=callgrind ...``)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.setdefault("TIKTOKEN_CACHE_DIR", str(REPO.parent / "shared" / "tiktoken"))
     with open(log, "wb") as out:
-        proc = subprocess.Popen([*wrapper, sys.executable, "-m", *args], cwd=REPO, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen([*wrapper, sys.executable, "-m", *args], cwd=REPO, env=child_env(),
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_ready(ready_url, proc, timeout=timeout)
+        wait_http(ready_url, proc, timeout=timeout)
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(stop_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc, timeout=stop_s)
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from loadtest import servers
 from tests.support import REPO, TEST_KEY, base_config, run_gateway, run_simulator
 
 DASHBOARD = REPO / "docs" / "grafana" / "routegate.json"
@@ -72,10 +73,8 @@ def exposed(text: str) -> set[str]:
 
 
 def sim_model(name: str, ability: float, price: float, **simulate: object) -> dict:
-    return {"name": name, "backend": "simulated", "ability": ability,
-            "price": {"input_per_mtok": price, "output_per_mtok": 2 * price},
-            "simulate": {"tpot_ms": 1, "prefill_tokens_per_s": 1_000_000, "seed": 7,
-                         "output_tokens_mean": 12, **simulate}}
+    return servers.sim_model(name, ability, price, tpot_ms=1, prefill_tokens_per_s=1_000_000,
+                             **simulate)
 
 
 def traffic_config(sim: str) -> dict:

@@ -23,7 +23,16 @@ import pytest
 import redis
 
 from gateway.observe.history import FLUSH_S as HISTORY_FLUSH_S
-from tests.support import OTHER_KEY, REPO, TEST_KEY, base_config, run_gateway, run_simulator
+from loadtest.browser import headless_chromium
+from tests.support import (
+    OTHER_KEY,
+    REPO,
+    TEST_KEY,
+    base_config,
+    run_gateway,
+    run_simulator,
+    sim_model,
+)
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.common.exceptions import (  # noqa: E402
@@ -78,17 +87,10 @@ def load(url: str, stop: threading.Event) -> Iterator[list[int]]:
             t.join(30)
 
 
-def _sim_model(name: str, ability: float, price: float, **simulate: object) -> dict:
-    return {"name": name, "backend": "simulated", "ability": ability,
-            "price": {"input_per_mtok": price, "output_per_mtok": 2 * price},
-            "simulate": {"tpot_ms": 2, "prefill_tokens_per_s": 200_000, "seed": 7,
-                         "output_tokens_mean": 12, **simulate}}
-
-
 def ui_config(sim: str) -> dict:
     config = base_config(sim, routing={"auto_policy": "cheapest"})
-    config["models"] += [_sim_model("small", 0.5, 0.1, invalid_json_rate=0.5, error_rate=0.2),
-                         _sim_model("medium", 0.7, 1.0), _sim_model("large", 0.9, 5.0)]
+    config["models"] += [sim_model("small", 0.5, 0.1, invalid_json_rate=0.5, error_rate=0.2),
+                         sim_model("medium", 0.7, 1.0), sim_model("large", 0.9, 5.0)]
     config["teams"][0]["allowed_models"] = ["small", "medium", "large", "fast", "local", "broken"]
     config["teams"][0]["budget"] = {"daily_hard_usd": 0.05}
     config["breaker"] = {"consecutive_failures": 2, "cooldown_s": 600}
@@ -97,13 +99,7 @@ def ui_config(sim: str) -> dict:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--window-size=1400,1000"):
-        options.add_argument(arg)
-    if shutil.which("chromium"):
-        options.binary_location = shutil.which("chromium")
-    driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
+    driver = headless_chromium()
     yield driver
     driver.quit()
 
