@@ -18,7 +18,7 @@ nothing is added to the request path. A field is a JSON array:
     ["c", team]                    spend in USD (HINCRBYFLOAT)
     ["q", pool, model, worker]     the worker's peak queue depth in the minute (HSET)
     ["i", model, worker]           the worker's peak upstream calls in flight (HSET)
-    ["s", team]                    [spent today, daily hard limit or null] (HSET, once a minute)
+    ["s", team]                    [spent today, daily hard limit or null] (HSET: the latest)
 
 A minute's hash expires ``metrics.history_minutes`` + 5 minutes after its last write.
 A write that fails (Redis down) is retried with the next one: its counts
@@ -97,7 +97,6 @@ class History:
         self._written: dict[bytes, float] = {}      # the totals already in Redis
         self._peaks: dict[Any, Any] = {}             # this minute's gauge peaks: field -> peak
         self._peak_minute = 0
-        self._spend_minute = 0                       # the last minute with a spend snapshot
         self.failures = 0
 
     def sample(self, now: float) -> None:
@@ -135,7 +134,7 @@ class History:
         peaks = {k: v for k, v in self._peaks.items() if v} if self._peak_minute == minute else {}
         if peaks:       # a zero is what a missing field reads as
             pipe.hset(key, mapping=peaks)
-        spend = await self._spend() if self._spend_minute != minute else None
+        spend = await self._spend()     # one pipelined read per team, at most every 5 s
         if spend:
             pipe.hset(key, mapping=spend)
         pipe.expire(key, self.ttl_s)
@@ -148,7 +147,6 @@ class History:
             return
         self.failures = 0
         self._written = totals
-        self._spend_minute = minute
 
     async def run(self) -> None:
         slot = int(time.time() // FLUSH_S)

@@ -68,6 +68,8 @@ def startup_block(gw: AppState, listen: str | None) -> tuple[list[str], list[str
         f"labels: {'on' if gw.labels is not None else 'off'}; feedback for "
         f"{[t.name for t in teams if t.feedback] or 'no team'}; shadows for "
         f"{[t.name for t in teams if t.shadow] or 'no team'}",
+        "/ui history: " + (f"the last {config.metrics.history_minutes} minutes per minute in "
+                           "Redis" if gw.history is not None else "off"),
     ]
     return info, warnings(gw.config, shared_redis=gw.redis is not None
                           and gw.redis.embedded is None,

@@ -26,7 +26,8 @@ def test_the_start_up_block_names_the_address_and_every_unsafe_setting(sim_url: 
     block = log[log.index("routegate ready on"):]
     for shown in ("models: fast (chat, openai_compat x1, interactive+batch, $0.2/$0.4 per Mtok)",
                   "routing: auto -> cheapest", "redis: redis://127.0.0.1:6379/0",
-                  "batch: file bytes in the redis blob store", "labels: on"):
+                  "batch: file bytes in the redis blob store", "labels: on",
+                  "/ui history: the last 60 minutes per minute in Redis"):
         assert shown in block, shown
     warned = [line for line in log.splitlines() if " WARNING routegate.startup " in line]
     assert any("ROUTEGATE_ADMIN_KEY is not set" in line for line in warned)
