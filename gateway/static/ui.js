@@ -86,8 +86,11 @@ function render(o) {
      cell(`now|${m.model}|queued_batch`, m.queued_batch, "int")]), "No models configured.");
   fill("batches", o.batches.map((b) => {
     const k = `batches|${b.id}`;
-    const id = cell(null, b.id, "text", "id");
-    id.title = b.id;
+    const id = document.createElement("td");     // a long id is cut, whole on hover
+    const span = document.createElement("span");
+    span.className = "id";
+    span.textContent = span.title = b.id;
+    id.append(span);
     return [id, cell(null, b.team, "text", "t"),
             cell(k + "|status", b.status, "text", "t"), cell(k + "|completed", b.completed, "int"),
             cell(k + "|failed", b.failed, "int"), cell(k + "|total", b.total, "int")];

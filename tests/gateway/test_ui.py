@@ -263,6 +263,15 @@ def test_operator_page(browser) -> None:
                           "chart-reasons"):
                 assert wanted[chart], chart            # the load drew each of these
             assert {"fast 2xx", "broken 5xx"} <= wanted["chart-requests"]
+            # A long batch id is cut to fit: the batches' table stays inside its box.
+            fits = driver.execute_script("""
+                const o = arguments[0];
+                render({...o, batches: [{id: "batch_" + "0123456789abcdef".repeat(6),
+                        team: "test", status: "in_progress", total: 9, completed: 1, failed: 0}]});
+                const box = document.querySelector("#batches").closest("section");
+                return [box.scrollWidth <= box.clientWidth,
+                        document.querySelector("#batches .id").title.length];""", overview)
+            assert fits == [True, 6 + 96]
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             driver.save_screenshot(str(ARTIFACTS / "ui.png"))
             # Without the cookie the JSON is closed.
