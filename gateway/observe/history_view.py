@@ -44,17 +44,20 @@ class _Minutes:
         self.spend: dict[str, tuple[Series, float | None]] = {}
 
     def add(self, i: int, key: list[str], raw: bytes) -> None:
-        kind = key[0]
         try:
-            if kind == "s":
-                spent, limit = orjson.loads(raw)
-                series, _ = self.spend.setdefault(key[1], ([None] * self.n, None))
-                series[i] = float(spent)
-                self.spend[key[1]] = (series, None if limit is None else float(limit))
-                return
-            value = float(raw)
-        except (ValueError, TypeError, orjson.JSONDecodeError):
-            return                      # a field from another version: skipped
+            self._add(i, key, raw)
+        except (ValueError, TypeError, IndexError, orjson.JSONDecodeError):
+            pass                        # a field from another version: skipped
+
+    def _add(self, i: int, key: list[str], raw: bytes) -> None:
+        kind = key[0]
+        if kind == "s":
+            spent, limit = orjson.loads(raw)
+            series, _ = self.spend.setdefault(key[1], ([None] * self.n, None))
+            series[i] = float(spent)
+            self.spend[key[1]] = (series, None if limit is None else float(limit))
+            return
+        value = float(raw)
         if kind in ("t", "p") and len(key) == 4:
             self.buckets[(kind, key[1], key[2])][i][float(key[3])] += value
         elif kind in ("q", "i"):
