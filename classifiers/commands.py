@@ -47,7 +47,10 @@ def register(subparsers) -> None:
 
     ev = subparsers.add_parser("eval", help="routing quality on llmrouter_test.jsonl")
     ev.add_argument("--data", type=Path, default=None)
-    ev.add_argument("--artifact", type=Path, default=None)
+    ev.add_argument("--artifact", type=Path, default=None,
+                    help="the current classifier (default: the shipped one)")
+    ev.add_argument("--learned", type=Path, default=None,
+                    help="a directory `routegate learn` wrote: shown next to the current one")
     ev.set_defaults(func=run_eval)
 
     classify = subparsers.add_parser(
@@ -98,19 +101,40 @@ def reference_pair(data_dir: Path, prices: dict[str, float]) -> tuple[str, str]:
 
 
 def evaluation_report(data_dir: Path | None = None, artifact: Path | None = None):
+    """The report on the shared test file, with the ranking by the classifier's own
+    ``difficulty`` among the rankings."""
+    from classifiers.eval_compare import difficulty_apgr
     from classifiers.evaluation import evaluate
 
     data_dir = data_dir or default_data_dir()
     prices = load_prices(data_dir)
     strong, weak = reference_pair(data_dir, prices)
     rows = [r for r in load_rows(data_dir, [TEST_FILE]) if r.source == PRICED_SOURCE]
-    return evaluate(ComplexityModel.load(artifact), rows, prices, strong, weak)
+    model = ComplexityModel.load(artifact)
+    report = evaluate(model, rows, prices, strong, weak)
+    report.apgr["difficulty"] = difficulty_apgr(
+        model, [r.prompt for r in rows], np.asarray([r.scores[strong] for r in rows]),
+        np.asarray([r.scores[weak] for r in rows]))
+    return report
 
 
 def run_eval(args: argparse.Namespace) -> int:
     from classifiers.evaluation import format_report
 
-    print(format_report(evaluation_report(args.data, args.artifact)))
+    if args.learned is None:
+        print(format_report(evaluation_report(args.data, args.artifact)))
+        return 0
+    from classifiers.eval_compare import held_out_section, learned_provenance, side_by_side
+
+    if not (args.learned / DEFAULT_ARTIFACT.name).is_file():
+        print(f"routegate eval: {args.learned} holds no {DEFAULT_ARTIFACT.name} "
+              "(a directory `routegate learn --out` wrote)", file=sys.stderr)
+        return 2
+    current = evaluation_report(args.data, args.artifact)
+    learned = evaluation_report(args.data, args.learned)
+    print(side_by_side(current, learned, ("current", "learned")))
+    print()
+    print(held_out_section(learned_provenance(args.learned)))
     return 0
 
 

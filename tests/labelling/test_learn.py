@@ -15,6 +15,8 @@ from classifiers.complexity import ComplexityModel
 from classifiers.labels import LabelError, parse_labels
 from classifiers.learning import held_out_apgr, learn
 
+DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "datasets" / "routing"
+
 # Two kinds of everyday request. The shipped model finds the spreadsheet
 # formulas the harder ones; the weak model of this (made-up) fleet is a
 # spreadsheet specialist that fails every recipe question instead, and the
@@ -116,6 +118,20 @@ def test_the_cli_writes_an_artifact_that_classify_and_the_model_load(tmp_path: P
     assert model.p_correct(score, weak_ability, weak_key) < 0.3       # ... not weak
     formula = model.score(queries[1]["prompt"])   # type: ignore[arg-type]
     assert model.p_correct(formula, weak_ability, weak_key) > 0.7
+
+    # `routegate eval` shows the learned model next to the shipped one: on the
+    # shared test file, and on its own labels' held-out split, as learn measured it.
+    if DATA.is_dir():
+        shown = subprocess.run([sys.executable, "-m", "gateway.cli", "eval", "--learned",
+                                str(out)], capture_output=True, text=True, timeout=300)
+        assert shown.returncode == 0, shown.stderr
+        assert "router target=" in shown.stdout and "difficulty" in shown.stdout
+        before, after = (provenance[k] for k in ("held_out_apgr_before", "held_out_apgr_after"))
+        assert f"current: {before:.3f}   learned: {after:.3f}" in shown.stdout
+        assert "it may replace the current one" in shown.stdout
+    missing = subprocess.run([sys.executable, "-m", "gateway.cli", "eval", "--learned",
+                              str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "holds no complexity.npz" in missing.stderr
 
 
 def test_learn_refuses_to_write_a_model_that_is_not_better(tmp_path: Path) -> None:
