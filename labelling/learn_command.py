@@ -149,7 +149,9 @@ def _read(args: argparse.Namespace) -> tuple[Labels, dict[str, Any], Path | None
     since_s = parse_since(args.since).total_seconds() if args.since else None
     labels, summary = asyncio.run(_from_redis(config, team.name, since_s))
     print(f"traffic labels of {team.name}: {summary['by_source']}"
-          + (f", {summary['skipped']} unreadable skipped" if summary["skipped"] else ""))
+          + (f", {summary['skipped']} unreadable skipped" if summary["skipped"] else "")
+          + (f", {summary['repeated']} repeats of a request's label counted once"
+             if summary["repeated"] else ""))
     current = team.classifier or config.routing.classifier
     source = {"labels": f"traffic: team {team.name}, since {args.since or 'all kept'}",
               "labels_sha256": labels_digest(labels), "by_source": summary["by_source"]}

@@ -4,7 +4,10 @@
     summary     # {"by_source": {"escalation": 40, "feedback": 12}, "skipped": 0}
 
 Labels whose sketch this featurizer cannot read (written by another version,
-or damaged) are skipped and counted, not guessed at.
+or damaged) are skipped and counted, not guessed at. A label that repeats
+another's request id, model and source is counted once: a batch line that
+ran again after a crash (its request id is the line's) labels its prompt
+again, and one prompt must not weigh twice.
 """
 
 from __future__ import annotations
@@ -23,8 +26,15 @@ async def traffic_labels(store: LabelStore, team: str, since_s: float | None
                          ) -> tuple[Labels, dict[str, Any]]:
     labels = LabelSet()
     by_source: Counter[str] = Counter()
-    skipped = 0
+    skipped = repeated = 0
+    seen: set[tuple[str, str, str]] = set()
     async for label in store.read(team, since_s):
+        if label.request_id:
+            key = (label.request_id, label.model, label.source)
+            if key in seen:
+                repeated += 1
+                continue
+            seen.add(key)
         try:
             sketch = PromptSketch.from_bytes(label.sketch)
             model, score = check_label(label.model, label.score, f"label {label.request_id}")
@@ -33,7 +43,8 @@ async def traffic_labels(store: LabelStore, team: str, since_s: float | None
             continue
         labels.add(sketch.digest, partial(_same, sketch), model, score, f"label {label.request_id}")
         by_source[label.source] += 1
-    return labels.build(), {"by_source": dict(by_source), "skipped": skipped}
+    return labels.build(), {"by_source": dict(by_source), "skipped": skipped,
+                            "repeated": repeated}
 
 
 def _same(sketch: PromptSketch) -> PromptSketch:

@@ -71,3 +71,47 @@ async def test_a_redis_that_fails_loses_the_flush_not_the_loop(store) -> None:
     recorder.observe("t", "req_1", MESSAGES, labels=[("m", 1.0, "escalation")])
     assert await recorder.flush() == 0 and recorder.lost == 1
     await broken.aclose()
+
+
+@on_redis
+async def test_a_request_labelled_twice_counts_once_for_learn(store) -> None:
+    """A batch line that runs again after a crash keeps its request id (the line's)
+    and labels its prompt again: learn counts that prompt's label once."""
+    from classifiers.sketch import sketch_of
+    from labelling.store import Write
+    from labelling.traffic import traffic_labels
+
+    labels, _ = store
+    team = "acme"
+    line = Write(team, "batch_1-line-7", sketch_of("Sum 2 and 3").to_bytes(),
+                 labels=[("small", 0.0, "escalation"), ("medium", 1.0, "escalation")])
+    other = Write(team, "req-2", sketch_of("Name a colour").to_bytes(),
+                  labels=[("small", 1.0, "escalation")])
+    await labels.write([line, other])
+    await labels.write([line])                         # the line ran again
+    learned, summary = await traffic_labels(labels, team, since_s=3600)
+    assert summary["repeated"] == 2 and summary["by_source"] == {"escalation": 3}
+    assert len(learned) == 3 and len(learned.prompts) == 2
+
+
+@on_redis
+async def test_feedback_finds_an_answer_another_replica_records_a_second_later(store) -> None:
+    """The answering replica, busy, flushes its served record only after a second:
+    feedback sent through another replica at once still finds it."""
+    from classifiers.sketch import sketch_of
+    from labelling.store import Write
+
+    labels, settings = store
+    recorder = Recorder(labels, settings)        # this replica: nothing of its own waits
+    record = Write("acme", "req_late", sketch_of("Name a colour").to_bytes(),
+                   served_model="small")
+
+    async def other_replica() -> None:
+        await asyncio.sleep(1.0)
+        await labels.write([record])
+
+    writer = asyncio.create_task(other_replica())
+    status, model = await recorder.feedback("acme", "req_late", 1.0)
+    await writer
+    assert (status, model) == ("ok", "small")
+    assert await recorder.feedback("acme", "req_never", 1.0) == ("unknown", "")
