@@ -33,6 +33,9 @@ from labelling.store import LabelStore, Write
 logger = logging.getLogger("routegate.labels")
 
 FLUSH_S = 0.25
+# An unknown request id is asked again after these waits: the replica that
+# answered it flushes every FLUSH_S, later when it is busy sketching a backlog.
+FEEDBACK_RETRY_S = (0.25, 0.5, 1.0)
 MAX_PENDING_CHARS = 64 * 1024 * 1024
 SLICE = 16                  # sketches between yields to the event loop
 MAX_PER_FLUSH = 2000
@@ -76,12 +79,15 @@ class Recorder:
     async def feedback(self, team: str, request_id: str, score: float) -> tuple[str, str]:
         """``LabelStore.feedback``, for an answer that may have been sent a moment
         ago: what waits here is written first, and an unknown id is asked again
-        once the other replicas have flushed too."""
+        over the next 1.75 s (``FEEDBACK_RETRY_S``), while the replica that
+        answered it flushes."""
         if self._pending:
             await self.flush()
         status, model = await self.store.feedback(team, request_id, score)
-        if status == "unknown":
-            await asyncio.sleep(2 * FLUSH_S)
+        for delay in FEEDBACK_RETRY_S:
+            if status != "unknown":
+                break
+            await asyncio.sleep(delay)
             status, model = await self.store.feedback(team, request_id, score)
         return status, model
 
