@@ -135,10 +135,12 @@ class ComplexityModel:
         the offsets are deviations from it (``classifiers/build.py``).
         """
         values = feats.values
-        logit = float(self._hash_w[feats.indices] @ values) + float(self._dense_w @ feats.dense)
+        # take() rather than fancy indexing: the same rows, a third of the time
+        # (the skill rows were the largest single cost of a score).
+        logit = float(self._hash_w.take(feats.indices) @ values) + float(self._dense_w @ feats.dense)
         logit += self._bias + semantic
         folded = feats.indices >> self._skill_shift
-        skill = values @ self._skill_hash_w[folded] + feats.dense @ self._skill_dense_w
+        skill = values @ self._skill_hash_w.take(folded, axis=0) + feats.dense @ self._skill_dense_w
         skill = np.exp(skill + self._skill_bias - np.max(skill + self._skill_bias))
         skill /= skill.sum()
         mix = np.concatenate([skill, feats.dense, [logit]])

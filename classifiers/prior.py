@@ -74,7 +74,8 @@ def bigram_buckets(feats: Features) -> np.ndarray:
 
 def n_seen_bigrams(feats: Features, seen: np.ndarray) -> int:
     """How many of the prompt's distinct bigram buckets the training data has seen."""
-    return int(np.count_nonzero(seen[np.unique(bigram_buckets(feats))]))
+    buckets = bigram_buckets(feats)
+    return int(np.unique(buckets[seen.take(buckets)]).size)   # distinct, of the seen ones
 
 
 def closeness(n_seen: int, reference: float) -> float:
