@@ -32,6 +32,8 @@ def register(subparsers: Any) -> None:
                      help="comma-separated: load_sweep, with_batch, two_replicas")
     exp.add_argument("--signals-interval", type=float, default=1.0,
                      help="two_replicas: seconds between a gateway's reads of /metrics")
+    exp.add_argument("--loads", default=None,
+                     help="comma-separated interactive req/s to sweep (default 4,8,12,16,24)")
     exp.set_defaults(func=cmd_experiment)
 
     run = sub.add_parser("run", help="one trace, at one load or a ramp of loads")
@@ -76,16 +78,29 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
     plan = dataclasses.replace(QUICK if args.quick else FULL,
                                signals_interval_s=args.signals_interval)
+    if args.loads:
+        plan = dataclasses.replace(plan, loads=_loads(args.loads))
     report = asyncio.run(run_experiment(plan, args.out, scenarios))
     report["command"] = "routegate loadtest experiment" + (" --quick" if args.quick else "") \
         + (f" --scenarios {args.scenarios}" if scenarios != SCENARIOS else "") \
         + (f" --signals-interval {args.signals_interval:g}" if args.signals_interval != 1.0
-           else "")
+           else "") \
+        + (f" --loads {args.loads}" if args.loads else "")
     paths = write_report(report, args.out)
     print(markdown_table(report))
     print("targets:", report["targets"])
     print(f"took {report['duration_s']} s; wrote", ", ".join(str(p) for p in paths))
     return 0
+
+
+def _loads(text: str) -> list[float]:
+    try:
+        loads = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"--loads: not a comma-separated list of numbers: {text!r}") from None
+    if not loads or any(not 0 < x <= 1000 for x in loads):
+        raise SystemExit("--loads: each load must be above 0 and at most 1000 req/s")
+    return loads
 
 
 def cmd_run(args: argparse.Namespace) -> int:
