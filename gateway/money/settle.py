@@ -46,6 +46,7 @@ class Bill:
     reported: Usage | None = None         # the delivered answer's usage, unchecked
     answer: Any = None                    # a non-streamed answer's JSON, to count if needed
     relayed_chunks: int = 0               # token-bearing chunks a stream relayed
+    streamed: Any = None                  # a stream kept for its shadow: its answer (not billed)
     _delivered: Billed | None = None      # the served answer, billed once
 
     def ceiling(self, model: ModelConfig) -> Ceiling:

@@ -73,6 +73,12 @@ def stream_message(events: list[SSEEvent]) -> tuple[dict[str, Any], str | None, 
     return message, finish, logprobs
 
 
+def streamed_answer(events: list[SSEEvent]) -> dict[str, Any]:
+    """A stream's first choice, in the shape of a non-streamed answer."""
+    message, finish, _ = stream_message(events)
+    return {"choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+
+
 class HeldStream(WrappedStream):
     """A stream read to its end and replayed: a ``ChunkStream`` that never waits."""
 

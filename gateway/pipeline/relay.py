@@ -11,7 +11,9 @@ out (a broken stream, or one that ended without ``[DONE]``) becomes an
 in-stream OpenAI error event, which the SDK raises: a truncated stream never
 looks complete. So does a stream that runs past ``max_events``
 (``Demand.stream_event_cap``: more than the request can be billed for): an
-endless stream is cut there, and billed for what was relayed.
+endless stream is cut there, and billed for what was relayed. Given a
+``keep`` list (a stream sampled for a shadow answer), the relay also keeps
+each answer event in it, as many as ``max_events``.
 """
 
 from __future__ import annotations
@@ -41,8 +43,10 @@ class StreamRelay:
 
     def __init__(self, stream: ChunkStream, *, include_usage: bool, max_events: int,
                  ceiling: Ceiling | None = None, ours: int = 0,
-                 translator: StreamTranslator | None = None) -> None:
+                 translator: StreamTranslator | None = None,
+                 keep: list[SSEEvent] | None = None) -> None:
         self.stream = stream
+        self.keep = keep                     # a list: every answer event is kept in it too
         self.drop_usage = not include_usage
         self.max_events = max_events         # past this the stream is cut (too_long)
         self.ceiling, self.ours = ceiling, ours   # to check the usage the client is shown
@@ -58,6 +62,7 @@ class StreamRelay:
         out: list[bytes] = []
         drop_usage = self.drop_usage
         left = self.max_events
+        keep = self.keep
         try:
             try:
                 async for event in self.stream:
@@ -67,6 +72,8 @@ class StreamRelay:
                     if not event.is_usage_only:
                         self.chunks += event.has_tokens
                         out.append(event.raw)
+                        if keep is not None:
+                            keep.append(event)
                     elif not drop_usage:
                         out.append(self._usage(event))
                     if out and not self.stream.buffered:
@@ -87,6 +94,7 @@ class StreamRelay:
         out: list[bytes] = []
         left = self.max_events
         reported: dict | None = None
+        keep = self.keep
         try:
             try:
                 async for event in self.stream:
@@ -98,6 +106,8 @@ class StreamRelay:
                     elif not event.done:
                         self.chunks += event.has_tokens
                         out.extend(translator.feed(event))
+                        if keep is not None:
+                            keep.append(event)
                     if out and not self.stream.buffered:
                         yield b"".join(out)
                         out.clear()

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 import orjson
 
 from backends.base import ChunkStream, Completion
+from backends.sse import SSEEvent
 from core.config import ModelConfig
 from core.errors import GatewayError, InvalidRequest
 from gateway.auth import Caller
@@ -33,6 +34,7 @@ from gateway.money.pricing import pool_rate
 from gateway.money.reserve import ladder_ceilings, reserve_budget
 from gateway.money.settle import Bill, settle
 from gateway.observe.otel import NO_SPAN, Span
+from gateway.pipeline.answers import streamed_answer
 from gateway.pipeline.attempts import AnswerCheck, Attempts
 from gateway.pipeline.dispatch import call_with_fallback
 from gateway.pipeline.features import RequestFeatures, measure
@@ -161,16 +163,17 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
         body = await door.render(req, result, billed.usage, billed.anomaly is not None)
         await out.send_json(200, body, headers)
         return
-    await _relay(door, out, o, req, result, bill, features, model, headers)
+    keep = gw.shadows.sample_stream(req, caller, model.name)
+    await _relay(door, out, o, req, result, bill, features, model, headers, keep)
 
 
 async def _relay(door: Door, out: Responder, o: Outcome, req: ModelRequest,
                  result: ChunkStream, bill: Bill, features: RequestFeatures, model: ModelConfig,
-                 headers: dict[str, str]) -> None:
+                 headers: dict[str, str], keep: list[SSEEvent] | None = None) -> None:
     relay = StreamRelay(result, include_usage=req.include_usage,
                         max_events=features.demand.stream_event_cap(model),
                         ceiling=bill.ceiling(model), ours=features.demand.ours(model),
-                        translator=door.translator(req))
+                        translator=door.translator(req), keep=keep)
     try:
         sent_all = await out.send_stream(relay.events(), headers)
     finally:
@@ -179,6 +182,8 @@ async def _relay(door: Door, out: Responder, o: Outcome, req: ModelRequest,
         await result.aclose()
         bill.reported, bill.relayed_chunks = result.usage, relay.chunks
         o.ttft_s, o.tpot_s = result.ttft_s or None, result.tpot_s
+        if keep:
+            bill.streamed = streamed_answer(keep)
     if not sent_all:
         o.status, o.error_code = 499, "client_closed_request"
     elif relay.error is not None:

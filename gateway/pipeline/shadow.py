@@ -3,8 +3,10 @@ and kept as labels for ``routegate learn`` (``teams[].shadow``, core/learning_co
 
     gw.shadows.offer(o, req, caller, answer)    # in serve's finally: the client has its answer
 
-- **Which**: a routed (``model: auto``), non-streamed chat request that was
-  answered (200) by a model other than ``shadow.model``.
+- **Which**: a routed (``model: auto``) chat request that was answered
+  (200) by a model other than ``shadow.model``. A stream is sampled when
+  its model is chosen (``sample_stream``), so that the relay keeps its
+  events; its answer is assembled from them once the client has it all.
 - **How many**: exactly every 1/``rate``-th of those per replica (a credit
   grows by ``rate`` per eligible request and a shadow spends 1), so a
   replica never runs more than ``rate`` × its traffic, plus one; at most
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from backends.sse import SSEEvent
 from classifiers.complexity import conversation_text
 from core.learning_config import ShadowConfig
 from gateway.auth import Caller
@@ -65,16 +68,31 @@ class Shadows:
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _closed: bool = False
 
+    def sample_stream(self, req: ModelRequest, caller: Caller, model: str
+                      ) -> list[SSEEvent] | None:
+        """For a stream about to be relayed from ``model``: a list for the relay
+        to keep its events in, when it is the one to shadow; else None."""
+        shadow = caller.team.shadow
+        if (shadow is None or not req.stream or not req.routed or req.operation != CHAT
+                or model == shadow.model or not self._take(caller.team.name, shadow.rate)):
+            return None
+        return []
+
+    def _take(self, team: str, rate: float) -> bool:
+        """One more eligible request: is it the one in every 1/rate to shadow?"""
+        credit = self._credit.get(team, 0.0) + rate
+        self._credit[team] = credit - 1.0 if credit >= 1.0 else credit
+        return credit >= 1.0
+
     def offer(self, o: Outcome, req: ModelRequest | None, caller: Caller,
               answer: Any) -> None:
+        """After the answer: a stream comes with an ``answer`` only when it was
+        sampled (``sample_stream``); a JSON answer is sampled here."""
         shadow = caller.team.shadow
-        if (shadow is None or req is None or answer is None or not req.routed or req.stream
+        if (shadow is None or req is None or answer is None or not req.routed
                 or req.operation != CHAT or o.status != 200 or o.model in (None, shadow.model)):
             return
-        team = caller.team.name
-        credit = self._credit.get(team, 0.0) + shadow.rate
-        self._credit[team] = credit - 1.0 if credit >= 1.0 else credit
-        if credit < 1.0:
+        if not req.stream and not self._take(caller.team.name, shadow.rate):
             return
         if (len(self._tasks) >= MAX_IN_FLIGHT or self.gw.labels is None or self._closed
                 or self.gw.soft_limited(caller)):

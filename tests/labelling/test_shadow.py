@@ -128,6 +128,30 @@ def test_free_form_answers_go_to_the_judge_twice_with_positions_swapped(shadowed
     assert compared and float(compared[0].split()[-1]) >= 2
 
 
+def test_streamed_answers_are_shadowed_at_the_rate_from_their_events(shadowed) -> None:
+    """A stream is sampled as a JSON answer is: every 1/rate-th, its answer put
+    together from the events the relay kept, compared once the client has it all."""
+    gw, config = shadowed
+    client = openai.OpenAI(base_url=gw.base_url, api_key=TEST_KEY, max_retries=0, timeout=30)
+    before = {x.request_id for x in labels_of(config, "test") if x.source == "shadow"}
+    ids, texts = [], []
+    for i in range(8):
+        raw = client.chat.completions.with_raw_response.create(
+            model="auto", response_format=JSON_FORMAT, stream=True,
+            messages=[{"role": "user", "content": f"Fact {i} about Lagos, as JSON."}])
+        ids.append(raw.headers["x-routegate-request-id"])
+        texts.append("".join(c.choices[0].delta.content or "" for c in raw.parse()
+                             if c.choices))
+        assert raw.headers["x-routegate-model"] == "small"
+    assert all(texts)
+    labels = wait_for(config, "test", len(before) * 2 + 4)
+    new = [x for x in labels if x.request_id not in before]
+    assert len(new) == 4                              # 8 x 0.25 streams, two labels each
+    assert {x.request_id for x in new} <= set(ids)
+    assert {x.model for x in new} == {"small", "large"}
+    assert all(x.score in (0.0, 1.0) for x in new)    # compared exactly: JSON
+
+
 def test_a_shadow_naming_an_unknown_model_is_a_config_error() -> None:
     from core.config import ConfigError, parse_config
 
