@@ -163,16 +163,20 @@ def _expected_series(history: dict) -> dict[str, set[str]]:
             "chart-reasons": reasons}
 
 
+# Read in one script, so the page's re-render every 3 s cannot replace an element
+# half-way through (element by element, a loaded host took longer than that).
+READ_CHARTS = """
+return [...document.querySelectorAll("[id^='chart-']")].map(box => [box.id,
+    [...box.querySelectorAll(".legend .key")].map(e => e.getAttribute("data-series")),
+    [...box.querySelectorAll("path[data-series]")].map(e => e.getAttribute("data-series"))]);"""
+READ_CELLS = """
+return [...document.querySelectorAll("[data-k]")].map(e => [e.dataset.k, e.textContent.trim()]);"""
+
+
 def _charts(driver) -> dict[str, tuple[set[str], set[str]]]:
     """Per chart: the legend's series and the paths' series."""
-    out = {}
-    for box in driver.find_elements(By.CSS_SELECTOR, "[id^='chart-']"):
-        legend = {e.get_attribute("data-series") for e in box.find_elements(By.CSS_SELECTOR,
-                                                                              ".legend .key")}
-        paths = {e.get_attribute("data-series") for e in box.find_elements(By.CSS_SELECTOR,
-                                                                            "path[data-series]")}
-        out[box.get_attribute("id")] = (legend, paths)
-    return out
+    return {name: (set(legend), set(paths))
+            for name, legend, paths in driver.execute_script(READ_CHARTS)}
 
 
 def waiting(driver, seconds: float) -> WebDriverWait:
@@ -184,8 +188,7 @@ def waiting(driver, seconds: float) -> WebDriverWait:
 
 def _shown(driver) -> dict[str, str]:
     def read(d) -> dict[str, str]:
-        return {e.get_attribute("data-k"): e.text
-                for e in d.find_elements(By.CSS_SELECTOR, "[data-k]")}
+        return dict(d.execute_script(READ_CELLS))
     return waiting(driver, 10).until(read)
 
 
