@@ -100,9 +100,10 @@ def reference_pair(data_dir: Path, prices: dict[str, float]) -> tuple[str, str]:
     return strong, weak
 
 
-def evaluation_report(data_dir: Path | None = None, artifact: Path | None = None):
+def evaluation_report(data_dir: Path | None = None, artifact: Path | None = None,
+                      model: ComplexityModel | None = None):
     """The report on the shared test file, with the ranking by the classifier's own
-    ``difficulty`` among the rankings."""
+    ``difficulty`` among the rankings; of ``model``, else of the one at ``artifact``."""
     from classifiers.eval_compare import difficulty_apgr
     from classifiers.evaluation import evaluate
 
@@ -110,7 +111,7 @@ def evaluation_report(data_dir: Path | None = None, artifact: Path | None = None
     prices = load_prices(data_dir)
     strong, weak = reference_pair(data_dir, prices)
     rows = [r for r in load_rows(data_dir, [TEST_FILE]) if r.source == PRICED_SOURCE]
-    model = ComplexityModel.load(artifact)
+    model = model or ComplexityModel.load(artifact)
     report = evaluate(model, rows, prices, strong, weak)
     report.apgr["difficulty"] = difficulty_apgr(
         model, [r.prompt for r in rows], np.asarray([r.scores[strong] for r in rows]),
@@ -124,17 +125,18 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.learned is None:
         print(format_report(evaluation_report(args.data, args.artifact)))
         return 0
-    from classifiers.eval_compare import held_out_section, learned_provenance, side_by_side
+    from classifiers.eval_compare import held_out_section, side_by_side
 
     if not (args.learned / DEFAULT_ARTIFACT.name).is_file():
         print(f"routegate eval: {args.learned} holds no {DEFAULT_ARTIFACT.name} "
               "(a directory `routegate learn --out` wrote)", file=sys.stderr)
         return 2
     current = evaluation_report(args.data, args.artifact)
-    learned = evaluation_report(args.data, args.learned)
+    model = ComplexityModel.load(args.learned)
+    learned = evaluation_report(args.data, model=model)
     print(side_by_side(current, learned, ("current", "learned")))
     print()
-    print(held_out_section(learned_provenance(args.learned)))
+    print(held_out_section(model.meta.get("learned")))   # learn's provenance, in the artifact
     return 0
 
 

@@ -7,14 +7,13 @@ Two views, because neither alone decides:
   one's own ``difficulty`` (for a learned model: how much the stronger of its
   labelled models is needed);
 - the held-out split of the learned model's own labels, as ``routegate learn``
-  measured it before writing (``LEARNED.json``): the distribution it was
+  measured it before writing (its provenance, in the artifact's metadata as
+  in ``LEARNED.json``): the distribution it was
   learned for, and where it had to beat the current one to be written.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,17 +27,6 @@ def difficulty_apgr(model: ComplexityModel, prompts: list[str], strong: np.ndarr
     """APGR and CPT(50%) of ranking the prompts by the model's own ``difficulty``."""
     difficulty = np.asarray([model.score(p).difficulty for p in prompts])
     return apgr_cpt(np.argsort(-difficulty, kind="stable"), strong, weak)
-
-
-def learned_provenance(directory: Path) -> dict[str, Any] | None:
-    path = directory / "LEARNED.json"
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _fmt(value: Any) -> str:
@@ -62,9 +50,9 @@ def side_by_side(current: Report, learned: Report, names: tuple[str, str]) -> st
     return "\n".join(lines)
 
 
-def held_out_section(provenance: dict[str, Any] | None) -> str:
-    if provenance is None:
-        return "no LEARNED.json in the directory: not written by `routegate learn`"
+def held_out_section(provenance: Any) -> str:
+    if not isinstance(provenance, dict):
+        return "no provenance in the artifact: not written by `routegate learn`"
     before, after = provenance.get("held_out_apgr_before"), provenance.get("held_out_apgr_after")
     better = isinstance(before, (int, float)) and isinstance(after, (int, float)) \
         and after > before

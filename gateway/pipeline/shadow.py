@@ -73,8 +73,8 @@ class Shadows:
         """For a stream about to be relayed from ``model``: a list for the relay
         to keep its events in, when it is the one to shadow; else None."""
         shadow = caller.team.shadow
-        if (shadow is None or not req.stream or not req.routed or req.operation != CHAT
-                or model == shadow.model or not self._take(caller.team.name, shadow.rate)):
+        if (shadow is None or not req.stream or not _eligible(req, shadow, model)
+                or not self._take(caller.team.name, shadow.rate)):
             return None
         return []
 
@@ -89,8 +89,8 @@ class Shadows:
         """After the answer: a stream comes with an ``answer`` only when it was
         sampled (``sample_stream``); a JSON answer is sampled here."""
         shadow = caller.team.shadow
-        if (shadow is None or req is None or answer is None or not req.routed
-                or req.operation != CHAT or o.status != 200 or o.model in (None, shadow.model)):
+        if (shadow is None or req is None or answer is None or o.status != 200
+                or not _eligible(req, shadow, o.model)):
             return
         if not req.stream and not self._take(caller.team.name, shadow.rate):
             return
@@ -168,3 +168,8 @@ class Shadows:
                                          "temperature": 0,
                                          "messages": judge_messages(prompt, first, second)})
         return None if reply is None else verdict(reply.get("content"))
+
+
+def _eligible(req: ModelRequest, shadow: ShadowConfig, model: str | None) -> bool:
+    """A routed chat request answered by a model other than the shadow's."""
+    return req.routed and req.operation == CHAT and model not in (None, shadow.model)
