@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -147,7 +148,8 @@ def test_streamed_answers_are_shadowed_at_the_rate_from_their_events(shadowed) -
     labels = wait_for(config, "test", len(before) * 2 + 4)
     new = [x for x in labels if x.request_id not in before]
     assert len(new) == 4                              # 8 x 0.25 streams, two labels each
-    assert {x.request_id for x in new} <= set(ids)
+    shadowed_ids = {x.request_id for x in new}
+    assert shadowed_ids & set(ids[:4]) and shadowed_ids & set(ids[4:])   # one per door
     assert {x.model for x in new} == {"small", "large"}
     assert all(x.score in (0.0, 1.0) for x in new)    # compared exactly: JSON
 
@@ -174,3 +176,33 @@ def test_a_shadow_naming_an_unknown_model_is_a_config_error() -> None:
         with pytest.raises(ConfigError) as err:
             parse_config(team(bad, **more))
         assert what in str(err.value.errors)
+
+
+def test_answers_through_the_responses_and_anthropic_doors_are_shadowed_too(shadowed) -> None:
+    """The doors translate to one chat request, so the shadow, its comparison and
+    its bill are the same whichever door a routed request came through."""
+    gw, config = shadowed
+    before = {x.request_id for x in labels_of(config, "test") if x.source == "shadow"}
+    openai_client = openai.OpenAI(base_url=gw.base_url, api_key=TEST_KEY, max_retries=0,
+                                  timeout=30)
+    ids = []
+    for i in range(4):
+        raw = openai_client.responses.with_raw_response.create(
+            model="auto", input=f"Fact {i} about Turku, as JSON.",
+            text={"format": {"type": "json_object"}})
+        assert raw.headers["x-routegate-model"] == "small" and raw.parse().output_text
+        ids.append(raw.headers["x-routegate-request-id"])
+    claude = anthropic.Anthropic(base_url=gw.url, api_key=TEST_KEY, max_retries=0, timeout=30)
+    for i in range(4):
+        raw_message = claude.messages.with_raw_response.create(
+            model="auto", max_tokens=64,
+            messages=[{"role": "user", "content": f"Fact {i} about Tromso."}])
+        assert raw_message.headers["x-routegate-model"] == "small"
+        assert raw_message.parse().content
+        ids.append(raw_message.headers["x-routegate-request-id"])
+    labels = wait_for(config, "test", len(before) * 2 + 4)
+    new = [x for x in labels if x.request_id not in before]
+    assert len(new) == 4                              # 8 x 0.25 answers, two labels each
+    shadowed_ids = {x.request_id for x in new}
+    assert shadowed_ids & set(ids[:4]) and shadowed_ids & set(ids[4:])   # one per door
+    assert {x.model for x in new} == {"small", "large"}
