@@ -116,13 +116,17 @@ class ComplexityModel:
         if self._learned is not None:
             self._abilities.update({f"learned/{n}": a for n, a in self._learned.abilities.items()})
 
+    @staticmethod
+    def artifact_file(path: str | os.PathLike | None = None) -> Path:
+        """The file ``load(path)`` reads."""
+        target = DEFAULT_ARTIFACT if path is None else Path(path)
+        return target / DEFAULT_ARTIFACT.name if target.is_dir() else target
+
     @classmethod
     def load(cls, path: str | os.PathLike | None = None) -> ComplexityModel:
         """Load an artifact; ``None`` means the one shipped in ``classifiers/artifacts``,
         a directory the ``complexity.npz`` in it (what ``routegate learn`` writes)."""
-        target = DEFAULT_ARTIFACT if path is None else Path(path)
-        if target.is_dir():
-            target = target / DEFAULT_ARTIFACT.name
+        target = cls.artifact_file(path)
         arrays, meta = read_npz(target)
         return cls(arrays, meta)
 

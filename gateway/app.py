@@ -40,7 +40,7 @@ from gateway.asgi import RouteGate
 from gateway.edge import EdgeState
 from gateway.ids import response_request_id
 from gateway.observe.startup import log_startup
-from gateway.reload import reload_teams, watch_config
+from gateway.reload import reload_logged, watch_config
 from gateway.routes import admin, anthropic, batches, doors, feedback, files, meta, responses, ui, usage
 from gateway.server import raise_open_file_limit
 from gateway.state import AppState
@@ -80,7 +80,8 @@ def create_app(config: GatewayConfig, config_path: str | None = None) -> RouteGa
         if config_path is not None:
             gw.spawn(watch_config(gw))
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_teams, gw)
+                asyncio.get_running_loop().add_signal_handler(
+                    signal.SIGHUP, lambda: gw.spawn(reload_logged(gw)))
         try:
             yield
         finally:

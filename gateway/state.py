@@ -60,24 +60,54 @@ def build_backends(config: GatewayConfig) -> dict[str, Backend]:
     return backends
 
 
-def load_classifier(path: str | None) -> ComplexityModel | None:
-    """The complexity model; routing degrades to per-model ability without it."""
+def load_classifier(path: str | None, fallback: str = "model ability only"
+                    ) -> ComplexityModel | None:
+    """The complexity model; routing degrades to ``fallback`` without it."""
     try:
         return ComplexityModel.load(path)
-    except (OSError, KeyError, ValueError) as exc:
-        logger.error("complexity classifier unavailable (%s); routing on model ability only", exc)
+    except Exception as exc:  # a half-copied file raises BadZipFile, zlib.error, EOFError...
+        logger.error("complexity classifier %s unavailable (%s: %s); routing on %s",
+                     path or "(shipped)", type(exc).__name__, exc, fallback)
         return None
 
 
-def load_team_classifiers(config: GatewayConfig) -> dict[str, ComplexityModel]:
-    """The models ``teams[].classifier`` name, by path; a team whose model cannot
-    load is routed with ``routing.classifier`` (logged)."""
-    loaded: dict[str, ComplexityModel] = {}
+# An artifact file's (mtime, size, inode): None when it cannot be read.
+Stamp = tuple[int, int, int] | None
+# A team classifier as loaded: the model, and its artifact's stamp then.
+LoadedClassifier = tuple[ComplexityModel, Stamp]
+
+
+def artifact_stamp(path: str) -> Stamp:
+    """What tells a rewritten artifact apart (``os.replace`` gives a new inode;
+    a copy in place a new mtime or size)."""
+    try:
+        st = os.stat(ComplexityModel.artifact_file(path))
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def load_team_classifiers(config: GatewayConfig,
+                          loaded: dict[str, LoadedClassifier] | None = None
+                          ) -> dict[str, LoadedClassifier]:
+    """The models ``teams[].classifier`` name, by path. One in ``loaded`` whose
+    artifact is unchanged (its stamp) is kept, not read again; one that cannot load leaves
+    its teams on the last good copy, if any, else on ``routing.classifier``
+    (logged). Blocking: call it in a thread."""
+    loaded = loaded or {}
+    out: dict[str, LoadedClassifier] = {}
     for path in sorted({t.classifier for t in config.teams if t.classifier}):
-        model = load_classifier(path)
+        stamp = artifact_stamp(path)
+        if path in loaded and loaded[path][1] == stamp:
+            out[path] = loaded[path]
+            continue
+        fallback = "its last good copy" if path in loaded else "routing.classifier"
+        model = load_classifier(path, fallback=f"{fallback} for the teams that name it")
         if model is not None:
-            loaded[path] = model
-    return loaded
+            out[path] = (model, stamp)
+        elif path in loaded:
+            out[path] = loaded[path]
+    return out
 
 
 @dataclass
@@ -89,6 +119,8 @@ class AppState:
     router: Router
     telemetry: Telemetry
     classifier: ComplexityModel | None = None
+    team_classifiers: dict[str, LoadedClassifier] = field(default_factory=dict)  # by path
+    reload_lock: asyncio.Lock = field(default_factory=asyncio.Lock)   # one reload at a time
     redis: RedisHandle | None = None
     budget: BudgetStore = None  # type: ignore[assignment]  # set in start()
     batch: BatchService | None = None  # the Batch API (gateway/batch_runner.py)
@@ -116,7 +148,8 @@ class AppState:
         breakers = {m.name: Breaker(config.breaker) for m in config.models}
         classifier = await asyncio.to_thread(load_classifier, config.routing.classifier)
         team_classifiers = await asyncio.to_thread(load_team_classifiers, config)
-        router = Router(config, backends, classifier, breakers, team_classifiers)
+        router = Router(config, backends, classifier, breakers,
+                        {path: model for path, (model, _) in team_classifiers.items()})
         # Load tiktoken's files now, not on the first request (about 0.5 s each).
         await asyncio.to_thread(lambda: [counter_for(enc) for enc in router.encodings])
         data_dir = Path(config.data_dir)
@@ -125,7 +158,8 @@ class AppState:
         state = cls(config=config, keyring=KeyRing.from_config(config), breakers=breakers,
                     schedulers=schedulers,
                     backends=backends, router=router, telemetry=Telemetry.start(config),
-                    classifier=classifier, redis=redis, config_path=config_path,
+                    classifier=classifier, team_classifiers=team_classifiers,
+                    redis=redis, config_path=config_path,
                     tracer=tracer)
         state.budget = BudgetStore(redis.client, config.budget, replica_id=state.replica_id,
                                    data_dir=data_dir, scripts_client=redis.scripts)

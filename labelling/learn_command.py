@@ -109,7 +109,7 @@ def run_learn(args: argparse.Namespace) -> int:
         "models": labels.names,
         "strong": labels.names[result.strong], "weak": labels.names[result.weak],
         "base_artifact": str(start or DEFAULT_ARTIFACT),
-        "base_sha256": file_digest(_artifact_file(start)),
+        "base_sha256": file_digest(ComplexityModel.artifact_file(start)),
         "held_out_fraction": args.held_out, "seed": args.seed, "lambda": result.fit.lam,
         "held_out_apgr_before": result.before, "held_out_apgr_after": result.after,
         "refit_on": "all labels", "beta": final.beta,
@@ -168,7 +168,3 @@ async def _from_redis(config: GatewayConfig, team: str, since_s: float | None
         await handle.close()
 
 
-def _artifact_file(path: Path | None) -> Path:
-    if path is None:
-        return DEFAULT_ARTIFACT
-    return path / DEFAULT_ARTIFACT.name if path.is_dir() else path

@@ -81,8 +81,10 @@ class Router:
         self._default = Scorer.of(classifier, config) if classifier is not None else None
         self._scorers = {path: Scorer.of(m, config) for path, m in (team_classifiers or {}).items()}
 
-    def has_classifier(self, path: str) -> bool:
-        return path in self._scorers
+    def use_team_classifiers(self, models: dict[str, ComplexityModel]) -> None:
+        """Route the teams that name these paths (``teams[].classifier``) by them
+        from now on (a config reload)."""
+        self._scorers = {path: Scorer.of(m, self.config) for path, m in models.items()}
 
     def scorer(self, req: ModelRequest, caller: Caller) -> Scorer | None:
         """The team's classifier (``teams[].classifier``, else ``routing.classifier``),

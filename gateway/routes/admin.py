@@ -80,4 +80,4 @@ async def clear_limits(team: str, gw: State, _: Admin, key: str | None = None) -
 
 @router.post("/reload")
 async def reload_config(gw: State, _: Admin) -> Response:
-    return json_response(reload_teams(gw))
+    return json_response(await reload_teams(gw))
