@@ -148,8 +148,7 @@ def test_streamed_answers_are_shadowed_at_the_rate_from_their_events(shadowed) -
     labels = wait_for(config, "test", len(before) * 2 + 4)
     new = [x for x in labels if x.request_id not in before]
     assert len(new) == 4                              # 8 x 0.25 streams, two labels each
-    shadowed_ids = {x.request_id for x in new}
-    assert shadowed_ids & set(ids[:4]) and shadowed_ids & set(ids[4:])   # one per door
+    assert {x.request_id for x in new} <= set(ids)
     assert {x.model for x in new} == {"small", "large"}
     assert all(x.score in (0.0, 1.0) for x in new)    # compared exactly: JSON
 
