@@ -162,8 +162,23 @@ class LiveStats:
         return value
 
     def backlog(self, rate: float, now: float) -> float:
-        """Prompt tokens still to prefill: a fluid model that drains at ``rate``."""
-        return max(0.0, self.backlog_tokens - rate * (now - self.backlog_at))
+        """Prompt tokens this process admitted still to prefill: a fluid model that
+        drains at this process's share of ``rate``, the upstream's (``own_share``)."""
+        own = self.backlog_tokens
+        if own <= 0:
+            return 0.0
+        return max(0.0, own - rate * (now - self.backlog_at) * self.own_share(now))
+
+    def own_share(self, now: float) -> float:
+        """The share of the upstream's prefill rate that drains this process's backlog:
+        the backlogs drain in proportion to their size, the other replicas' as they
+        reported it while fresh, else as the upstream's readings measured it."""
+        if self.peers_fresh(now):
+            theirs = self.peer_backlog
+            return self.backlog_tokens / (self.backlog_tokens + theirs) if theirs > 0 else 1.0
+        if self.upstream_at and self.upstream_fresh(now):
+            return 1.0 / (1.0 + self.upstream_ratio)
+        return 1.0
 
     def add_backlog(self, tokens: int, rate: float, now: float) -> float:
         """Admit ``tokens`` to prefill; returns the backlog they join, fleet-wide while
@@ -172,7 +187,7 @@ class LiveStats:
         self.backlog_tokens, self.backlog_at, self.backlog_rate = ahead + tokens, now, rate
         self.prompt_mean = _ewma(self.prompt_mean, float(tokens))
         if self.peers_fresh(now):
-            return ahead + self.peers_backlog(ahead, rate, now)
+            return ahead + self.peers_backlog(rate, now)
         if self.upstream_at and self.upstream_fresh(now):
             return ahead + self.upstream_others
         return ahead
@@ -186,20 +201,21 @@ class LiveStats:
         self.peer_backlog, self.peer_admitted, self.peer_at = backlog, admitted, at
         self.peer_own = self.admitted
 
-    def peers_backlog(self, own: float, rate: float, now: float) -> float:
+    def peers_backlog(self, rate: float, now: float) -> float:
         """The peers' backlog now: what they reported, drained since at their
-        share of the upstream's prefill rate."""
+        share of the upstream's prefill rate (``backlog`` drains the rest)."""
         theirs = self.peer_backlog
         if theirs <= 0:
             return 0.0
-        return max(0.0, theirs - rate * (now - self.peer_at) * theirs / (theirs + own))
+        mine = max(self.backlog_tokens, 0.0)
+        return max(0.0, theirs - rate * (now - self.peer_at) * theirs / (theirs + mine))
 
     def fleet_backlog(self, rate: float, now: float) -> float:
         """This process's prefill backlog, plus the other replicas': as they
         reported it while fresh, else as the upstream's waiting requests."""
         own = self.backlog(rate, now)
         if self.peers_fresh(now):
-            return own + self.peers_backlog(own, rate, now)
+            return own + self.peers_backlog(rate, now)
         if self.upstream_at and self.upstream_fresh(now):
             # The others' share, as measured at the reading, applied to this
             # replica's backlog now: a 1 s old count of theirs is stale at TTFT

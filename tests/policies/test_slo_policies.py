@@ -92,6 +92,24 @@ def test_the_prefill_rate_is_learned_and_predicts_ttft() -> None:
     assert stats.add_backlog(1000, 4000, now=100.5) == pytest.approx(2000)
 
 
+def test_the_fleet_backlog_drains_at_the_upstream_rate_shared_by_size() -> None:
+    stats = LiveStats(capacity=4)
+    stats.add_backlog(3000, 4000, now=100.0)
+    stats.take_peers(backlog=1000, admitted=2, at=100.0)   # the peers': a quarter of it
+    own, theirs = stats.backlog(4000, 100.5), stats.peers_backlog(4000, 100.5)
+    assert (4000 - own - theirs) == pytest.approx(2000)     # the fleet drains at the rate
+    assert (own, theirs) == (pytest.approx(1500), pytest.approx(500))
+    assert stats.fleet_backlog(4000, 100.5) == pytest.approx(2000)
+    stats.take_peers(backlog=3000, admitted=2, at=100.0)   # two equal backlogs: rate / 2 each
+    assert stats.backlog(4000, 100.5) == pytest.approx(2000)
+    assert stats.peers_backlog(4000, 100.5) == pytest.approx(2000)
+    stats = LiveStats(capacity=4)
+    stats.add_backlog(12000, 4000, now=100.0)
+    stats.take_peers(backlog=12000, admitted=2, at=100.0)
+    assert stats.backlog(4000, 101.0) == pytest.approx(10000)
+    assert stats.backlog(4000, 101.5) == pytest.approx(6000)   # peers stale: alone again
+
+
 def test_a_full_model_predicts_a_queue_wait() -> None:
     stats = LiveStats(capacity=2, admitted=2, queued=3, slot_s=2.0)
     assert stats.queue_wait_s(stats.queued, 1.0) == pytest.approx((3 + 1) * 2.0 / 2)
