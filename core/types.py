@@ -83,8 +83,9 @@ class LiveStats:
     they stand for the batch a request would join in the TPOT predicted, and
     the requests waiting at the upstream that this process did not admit (the
     other replicas') join the prefill backlog of the TTFT predicted, at the mean
-    prompt length admitted here; KV-cache use past ``KV_HIGH`` adds a wait for
-    a slot. Stale, the predictions fall back to what this process admitted.
+    prompt length admitted here; KV-cache use past ``KV_HIGH``, where a slot
+    looks free, adds a wait for the first running sequence to finish. Stale,
+    the predictions fall back to what this process admitted.
     """
 
     ttft_s: float | None = None        # EWMA of time to first token
@@ -254,12 +255,14 @@ class LiveStats:
         return self.upstream_at > 0 and now - self.upstream_at <= self.upstream_stale_s
 
     def kv_wait_s(self, fallback_slot_s: float) -> float:
-        """KV-cache pressure at the upstream past KV_HIGH (fresh readings only), as up
-        to a full batch ahead of this request."""
+        """KV-cache pressure at the upstream past KV_HIGH (fresh readings only): a new
+        sequence waits, up to, at a full cache, for the first of the running ones
+        to finish (a slot time over the sequences running)."""
         kv = self.upstream_kv
         if kv is None or kv <= KV_HIGH or not self.upstream_fresh(time.monotonic()):
             return 0.0
-        return (kv - KV_HIGH) / (1 - KV_HIGH) * (self.slot_s or fallback_slot_s)
+        slot_s = self.slot_s or fallback_slot_s
+        return (min(kv, 1.0) - KV_HIGH) / (1 - KV_HIGH) * slot_s / max(1.0, self.running())
 
     def predicted_ttft_s(self, prompt_tokens: int, default_prefill: float,
                          fallback_slot_s: float = 2.0) -> float:
@@ -270,8 +273,10 @@ class LiveStats:
         prefill = (self.fleet_backlog(rate, now) + prompt_tokens) / rate
         ahead = 0 if self.lifo else self.queued
         wait = self.queue_wait_s(ahead, fallback_slot_s)
-        if self.upstream_kv is not None:
-            wait += self.kv_wait_s(fallback_slot_s)
+        if self.upstream_kv is not None and wait == 0.0:
+            # A queue for a slot already waits for sequences to finish: the KV
+            # cache adds a wait only where a slot looks free.
+            wait = self.kv_wait_s(fallback_slot_s)
         return wait + prefill
 
     def running(self) -> float:

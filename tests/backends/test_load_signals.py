@@ -83,7 +83,7 @@ def test_the_simulators_queue_is_seen_and_goes_stale() -> None:
         # Four waiting at the upstream that this replica did not admit: their
         # prompts join its predicted prefill backlog (4 x 10 tokens at 20/s).
         busy_ttft = stats.predicted_ttft_s(10, 20.0, fallback_slot_s=2.0)
-        full_kv = stats.kv_wait_s(2.0)             # every slot held: up to a slot's wait
+        full_kv = stats.kv_wait_s(2.0)   # a full cache, 1 running: its slot time
         assert full_kv == pytest.approx(2.0)
         assert busy_ttft - full_kv == pytest.approx(idle_ttft + 4 * 10 / 20.0, abs=0.01)
         time.sleep(1.1)                                    # stale: back to its own figures

@@ -3,6 +3,7 @@ latency SLO; and the live predictions they are fed."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
@@ -108,6 +109,18 @@ def test_the_fleet_backlog_drains_at_the_upstream_rate_shared_by_size() -> None:
     stats.take_peers(backlog=12000, admitted=2, at=100.0)
     assert stats.backlog(4000, 101.0) == pytest.approx(10000)
     assert stats.backlog(4000, 101.5) == pytest.approx(6000)   # peers stale: alone again
+
+
+def test_kv_pressure_waits_for_the_first_sequence_to_finish_where_a_slot_is_free() -> None:
+    stats = LiveStats(capacity=16, slot_s=2.0, prefill_tokens_per_s=1e9)
+    stats.take_upstream(running=8, waiting=0, kv=1.0, now=time.monotonic())
+    assert stats.kv_wait_s(1.0) == pytest.approx(2.0 / 8)   # a full cache, 8 running
+    assert stats.predicted_ttft_s(0, default_prefill=1e9) == pytest.approx(0.25)
+    stats.take_upstream(running=8, waiting=0, kv=0.95, now=time.monotonic())
+    assert stats.kv_wait_s(1.0) == pytest.approx(0.5 * 2.0 / 8)
+    stats.admitted = 16                   # every slot held: the queue wait already covers it
+    assert stats.predicted_ttft_s(0, default_prefill=1e9) == pytest.approx(
+        stats.queue_wait_s(0, 1.0))
 
 
 def test_a_full_model_predicts_a_queue_wait() -> None:
