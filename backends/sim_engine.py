@@ -6,6 +6,9 @@
 
 What it models, after continuous-batching servers such as vLLM:
 - admission: at most ``max_batch`` sequences run; the rest queue (FIFO);
+- the KV cache (``kv_cache_tokens``, by default KV_TOKENS_PER_SLOT per slot)
+  holds each running sequence's prompt and the tokens it has generated; it is
+  read (``kv_usage``), it does not admit: a server sized for its batch;
 - prefill is compute-bound, so prompts are prefilled one at a time:
   TTFT = queue wait + prompt_tokens / prefill_tokens_per_s;
 - decode is memory-bound and shared: each step takes
@@ -28,6 +31,9 @@ from typing import Any
 from backends.sim_content import Draft, draft_answer
 from core.config import SimulateConfig
 
+# The default KV cache per batch slot, in tokens: a 4k context per sequence.
+KV_TOKENS_PER_SLOT = 4096
+
 
 class SimFailure(Exception):
     """An injected failure: ``status`` is the HTTP status a server would send
@@ -48,6 +54,7 @@ class SimStats:
     running: int = 0          # holding one of the max_batch slots (prefill or decode)
     prefill_queued: int = 0   # holding a slot, waiting for the (one at a time) prefill
     decoding: int = 0
+    kv_tokens: int = 0        # prompt + generated tokens the running sequences hold
     correct: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -68,6 +75,12 @@ class SimEngine:
         self._rng = random.Random(config.seed)
         self._slots = asyncio.Semaphore(config.max_batch)
         self._prefill = asyncio.Lock()
+        self.kv_capacity = config.kv_cache_tokens or KV_TOKENS_PER_SLOT * config.max_batch
+
+    def kv_usage(self) -> float:
+        """The share of the KV cache the running sequences hold, 0..1 (vLLM's
+        ``kv_cache_usage_perc``). The cache is a reading only: admission is by slots."""
+        return min(1.0, self.stats.kv_tokens / self.kv_capacity)
 
     def _draw(self, rate: float) -> bool:
         return rate > 0 and self._rng.random() < rate
@@ -118,6 +131,8 @@ class SimEngine:
         finally:
             self.stats.queued -= 1
         self.stats.running += 1
+        held = [prompt_tokens]   # grows by one per decoded token
+        self.stats.kv_tokens += prompt_tokens
         try:
             if hang:
                 await asyncio.sleep(3600)
@@ -132,7 +147,7 @@ class SimEngine:
                 logprob_mean=cfg.logprob_mean,
             )
             drop_at = self._rng.randrange(len(draft.pieces)) if self._draw(cfg.drop_rate) else -1
-            async for chunk in self._decode(draft, drop_at):
+            async for chunk in self._decode(draft, drop_at, held):
                 yield chunk
             self.stats.completed += 1
             self.stats.correct += correct
@@ -143,9 +158,11 @@ class SimEngine:
             raise
         finally:
             self.stats.running -= 1
+            self.stats.kv_tokens -= held[0]
             self._slots.release()
 
-    async def _decode(self, draft: Draft, drop_at: int) -> AsyncIterator[dict[str, Any]]:
+    async def _decode(self, draft: Draft, drop_at: int, held: list[int]
+                      ) -> AsyncIterator[dict[str, Any]]:
         self.stats.decoding += 1
         try:
             yield {"delta": {"role": "assistant", "content": ""}}
@@ -154,6 +171,8 @@ class SimEngine:
                     self.stats.failed += 1
                     raise SimFailure(0, "simulated connection drop")
                 yield {"delta": piece, "logprobs": draft.logprobs[i] if draft.logprobs else None}
+                held[0] += 1
+                self.stats.kv_tokens += 1
                 await asyncio.sleep(self._tpot())
             yield {"delta": {}, "finish_reason": draft.finish_reason}
         finally:

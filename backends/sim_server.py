@@ -32,9 +32,9 @@ The ``model`` field picks a behaviour, so a fault test is one line:
 under ``"sequence"`` the requests seen per ``sequence-…`` name. ``GET /metrics``
 publishes the load as vLLM does (``vllm:num_requests_running``: sequences
 prefilling or decoding; ``vllm:num_requests_waiting``: not yet started, waiting
-for a batch slot or for the prefill; ``vllm:kv_cache_usage_perc``: here the
-share of the ``max_batch`` slots held), one series per behaviour
-(``model_name``), so a gateway's ``load_metrics: {format: vllm}`` reads it.
+for a batch slot or for the prefill; ``vllm:kv_cache_usage_perc``: the
+tokens the running sequences hold, prompt and output so far, over
+``--kv-cache-tokens``), one series per behaviour (``model_name``), so a gateway's ``load_metrics: {format: vllm}`` reads it.
 """
 
 from __future__ import annotations
@@ -308,8 +308,7 @@ def vllm_metrics(backends: dict[str, SimulatedBackend]) -> bytes:
             st = engine.stats
             value = {"vllm:num_requests_running": st.running - st.prefill_queued,
                      "vllm:num_requests_waiting": st.queued + st.prefill_queued,
-                     "vllm:kv_cache_usage_perc": engine.stats.running
-                     / max(1, engine.config.max_batch)}[name]
+                     "vllm:kv_cache_usage_perc": engine.kv_usage()}[name]
             lines.append(f'{name}{{model_name="{model}"}} {value}')
     return ("\n".join(lines) + "\n").encode()
 
@@ -363,11 +362,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-slowdown", type=float, default=0.04)
     parser.add_argument("--max-batch", type=int, default=32)
     parser.add_argument("--output-mean", type=int, default=40)
+    parser.add_argument("--kv-cache-tokens", type=int, default=None,
+                        help="KV-cache size in tokens (default: 4,096 per batch slot)")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
     base = SimulateConfig(prefill_tokens_per_s=args.prefill, tpot_ms=args.tpot_ms,
                           batch_slowdown=args.batch_slowdown, max_batch=args.max_batch,
-                          output_tokens_mean=args.output_mean, seed=args.seed)
+                          output_tokens_mean=args.output_mean, seed=args.seed,
+                          kv_cache_tokens=args.kv_cache_tokens)
     uvicorn.run(create_app(base), host=args.host, port=args.port, log_level="warning")
 
 

@@ -65,6 +65,9 @@ class SimulateConfig(Strict):
     tpot_ms: float = Field(default=20, gt=0, description="decode time per token, batch of one")
     batch_slowdown: float = Field(default=0.04, ge=0, description="tpot grows by this per extra sequence")
     max_batch: int = Field(default=16, ge=1)
+    # The KV cache's size in tokens, for the KV-use reading of /metrics; by default
+    # KV_TOKENS_PER_SLOT per batch slot, so that the slots bind before the cache does.
+    kv_cache_tokens: int | None = Field(default=None, ge=1, le=1 << 30)
     output_tokens_mean: int = Field(default=120, ge=1)
     error_rate: float = Field(default=0, ge=0, le=1)
     timeout_rate: float = Field(default=0, ge=0, le=1)

@@ -65,8 +65,10 @@ def test_each_format_is_read_bounded_and_per_model() -> None:
 
 def test_the_simulators_queue_is_seen_and_goes_stale() -> None:
     # Prefill at 20 tokens/s, one at a time: each short prompt takes about half a
-    # second, so of 5 requests on 4 slots, 1 prefills and 4 wait.
-    with run_simulator("--max-batch", "4", "--tpot-ms", "50", "--prefill", "20") as url:
+    # second, so of 5 requests on 4 slots, 1 prefills and 4 wait. The KV cache
+    # (8 tokens) is full with the four prompts held.
+    with run_simulator("--max-batch", "4", "--tpot-ms", "50", "--prefill", "20",
+                       "--kv-cache-tokens", "8") as url:
         stats = LiveStats()
         poller = LoadPoller(model(url, "vllm", stale_s=1.0), stats)
         assert poller.urls == [url.removesuffix("/v1") + "/metrics"]

@@ -65,6 +65,23 @@ def test_requests_beyond_max_batch_queue() -> None:
     assert durations[-1] > 1.7 * durations[0]
 
 
+def test_the_kv_cache_holds_prompts_and_outputs_until_they_finish() -> None:
+    async def run() -> tuple[list[float], float]:
+        b = backend(max_batch=2, tpot_ms=5, prefill_tokens_per_s=1e6)   # 2 x 4,096 tokens
+        seen = []
+        stream = await b.stream(call(1024, stream=True, max_tokens=50, ignore_eos=True))
+        async for _ in stream:
+            seen.append(b.engine.kv_usage())
+        return seen, b.engine.kv_usage()
+    seen, after = asyncio.run(run())
+    assert seen[0] == pytest.approx(1024 / 8192, abs=2 / 8192)      # the prompt, held
+    assert max(seen) == pytest.approx((1024 + 50) / 8192, abs=2 / 8192)   # and the output
+    assert after == 0.0                                              # released when done
+    full = backend(max_batch=2, kv_cache_tokens=100).engine
+    full.stats.kv_tokens = 500
+    assert full.kv_usage() == 1.0
+
+
 def test_decode_slows_with_batch_size() -> None:
     async def tpot(concurrency: int) -> float:
         b = backend(tpot_ms=10, batch_slowdown=0.5, max_batch=64, prefill_tokens_per_s=1e6)
