@@ -34,7 +34,8 @@ publishes the load as vLLM does (``vllm:num_requests_running``: sequences
 prefilling or decoding; ``vllm:num_requests_waiting``: not yet started, waiting
 for a batch slot or for the prefill; ``vllm:kv_cache_usage_perc``: the
 tokens the running sequences hold, prompt and output so far, over
-``--kv-cache-tokens``), one series per behaviour (``model_name``), so a gateway's ``load_metrics: {format: vllm}`` reads it.
+``--kv-cache-tokens``), one series per behaviour (``model_name``), so a
+gateway's ``load_metrics: {format: vllm}`` reads it.
 """
 
 from __future__ import annotations
