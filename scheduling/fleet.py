@@ -23,7 +23,9 @@ upstream's own ``/metrics`` (``backends/load_signals.py``) are read at about
 1 Hz, and stand in while the peers' figures are stale.
 
 One pipelined round trip per replica per beat crosses Redis, whatever the
-traffic; nothing per request. A replica that cannot reach Redis keeps its
+traffic. (A model that admits on time also keeps its prefill backlog in Redis
+while replicas share it, one round trip per admission: ``shared_backlog.py``;
+in a burst from idle, a beat is too late.) A replica that cannot reach Redis keeps its
 last count (alone, at start) and, once the peers' figures go stale, predicts
 from its own; a replica that stops drops out after ``window_s``. Clocks of
 different hosts are compared, so they must agree to well within a second

@@ -55,17 +55,17 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from backends.base import WrappedStream
 from core.config import GatewayConfig, ModelConfig
 from core.errors import GatewayError, RateLimited, ServiceUnavailable
 from core.types import LiveStats
+from scheduling.scheduled_stream import ScheduledStream
 
 if TYPE_CHECKING:
     from backends.base import ChunkStream, Completion
-    from backends.sse import SSEEvent
+    from scheduling.shared_backlog import SharedBacklog
 
 DEFAULT_PREFILL_TOKENS_PER_S = 5000.0
 DEFAULT_SLOT_S = 2.0     # how long a slot is held, until answers teach it
@@ -127,6 +127,8 @@ class PoolScheduler:
         self.slo_ttft_s = slo_ttft_s
         self.slo_tpot_s = slo_tpot_s
         self.refuse_late = cfg.refuse_late
+        # The fleet's prefill backlog in Redis, where replicas share the model.
+        self.shared: SharedBacklog | None = None
         sim = model.simulate
         # A batch of one's TPOT, scaled by concurrency until one is measured: the
         # simulator's knob; a remote model's is unknown until measured.
@@ -159,12 +161,39 @@ class PoolScheduler:
         """A slot for one upstream call: at once if free, else after queueing.
         Raises ``RateLimited`` (queue full) or ``ServiceUnavailable`` (waited too long)."""
         lane = self.batch if pool == "batch" else self.interactive
+        ahead = None    # the fleet's prefill backlog ahead, from Redis (shared_backlog.py)
         if self.refuse_late and lane is self.interactive:
-            # What is left of the SLO once this prompt is prefilled: the longest wait.
-            timeout = min(timeout, self._refuse_if_late(prompt_tokens))
+            if self._sharing() and self.active < self._limit() and not lane.waiters:
+                ahead = await self._take_shared(prompt_tokens)
+            try:   # what is left of the SLO once this prompt is prefilled: the longest wait
+                timeout = min(timeout, self._refuse_if_late(prompt_tokens, ahead))
+            except ServiceUnavailable:
+                self._give_back(prompt_tokens, ahead)
+                raise
         if self.active < self._limit() and self._may_start(lane, prompt_tokens):
-            return self._admit(lane, prompt_tokens)
+            return self._admit(lane, prompt_tokens, ahead)
+        self._give_back(prompt_tokens, ahead)   # added again once admitted
         return await self._wait(lane, prompt_tokens, min(timeout, lane.wait_s))
+
+    def _sharing(self) -> bool:
+        """Replicas share this model, and its backlog is modelled (a known rate)."""
+        return self.shared is not None and self.replicas > 1 and (
+            self.rate_known or self.stats.prefill_tokens_per_s is not None)
+
+    def _rate(self) -> float:
+        return self.stats.prefill_tokens_per_s or self.default_prefill
+
+    async def _take_shared(self, prompt_tokens: int) -> float | None:
+        assert self.shared is not None
+        try:
+            return await self.shared.add(prompt_tokens, self._rate())
+        except BaseException:   # the client left while Redis answered: not admitted
+            self._give_back(prompt_tokens, 0.0)
+            raise
+
+    def _give_back(self, prompt_tokens: int, ahead: float | None) -> None:
+        if ahead is not None and self.shared is not None:
+            self.shared.add_later(-prompt_tokens, self._rate())
 
     def _limit(self) -> int:
         """This replica's share of the model's concurrency, plus its 1/N of the
@@ -188,15 +217,18 @@ class PoolScheduler:
                             max(limit, stats.upstream_own + int(free // self.replicas)))
         return limit
 
-    def _refuse_if_late(self, prompt_tokens: int) -> float:
+    def _refuse_if_late(self, prompt_tokens: int, ahead: float | None = None) -> float:
         """On-time admission: refuse a request predicted to start past the TTFT
         SLO (queue wait + prefill backlog + its prompt); else the longest it may
         queue. The wait is the first-come-first-served one even when the queue
         serves its newest first: LIFO changes who is late, not how late the
-        queue is on average, and a newcomer served first makes a waiter late."""
+        queue is on average, and a newcomer served first makes a waiter late.
+        ``ahead``: the fleet's backlog as Redis counted it, else the heartbeat's."""
         stats = self.stats
         rate = stats.prefill_tokens_per_s or self.default_prefill
-        prefill = (stats.fleet_backlog(rate, time.monotonic()) + prompt_tokens) / rate
+        if ahead is None:
+            ahead = stats.fleet_backlog(rate, time.monotonic())
+        prefill = (ahead + prompt_tokens) / rate
         if self.active < self._limit() and not self.interactive.waiters:
             wait = 0.0      # a slot is free now (a borrowed one included)
         else:
@@ -232,12 +264,17 @@ class PoolScheduler:
         backlog = stats.fleet_backlog(rate, time.monotonic()) + prompt_tokens
         return stats.queue_wait_s(0, 0.0) + backlog / rate < self.backoff_ttft_s
 
-    def _admit(self, lane: Lane, prompt_tokens: int) -> Ticket:
+    def _admit(self, lane: Lane, prompt_tokens: int, shared: float | None = None) -> Ticket:
+        """``shared``: the fleet's backlog ahead, already counted in Redis."""
         now = time.monotonic()
         stats = self.stats
         rate = stats.prefill_tokens_per_s or self.default_prefill
         known = self.rate_known or stats.prefill_tokens_per_s is not None
         ahead = stats.add_backlog(prompt_tokens, rate, now) if known else 0.0
+        if shared is not None:
+            ahead = shared
+        elif self.shared is not None and self._sharing():
+            self.shared.add_later(prompt_tokens, rate)
         self.active += 1
         lane.in_flight += 1
         stats.admitted = self.active
@@ -352,40 +389,6 @@ def _counts_as_failure(exc: BaseException) -> bool:
     """The model's fault: a retryable upstream failure, not a client's bad
     request or the client leaving."""
     return isinstance(exc, GatewayError) and exc.retryable
-
-
-class ScheduledStream(WrappedStream):
-    """A ``ChunkStream`` that holds its scheduler slot until it is closed."""
-
-    def __init__(self, scheduler: PoolScheduler, ticket: Ticket, stream: ChunkStream) -> None:
-        super().__init__(stream)
-        self._scheduler = scheduler
-        self._ticket = ticket
-        self._failed: BaseException | None = None
-
-    async def __aiter__(self) -> AsyncIterator[SSEEvent]:
-        try:
-            async for event in self._stream:
-                yield event
-        except GatewayError as exc:
-            self._failed = exc
-            raise
-
-    async def aclose(self) -> None:
-        try:
-            await self._stream.aclose()
-        finally:
-            self._scheduler.release(self._ticket, failed=self._failed,
-                                    ttft_s=self._stream.ttft_s or None)
-
-    def __del__(self) -> None:
-        # A stream dropped unclosed (a response that failed before its first
-        # send, say) must not keep its slot for ever.
-        if not self._ticket.released:
-            try:
-                self._scheduler.release(self._ticket)
-            except RuntimeError:   # the event loop is gone: so is the scheduler
-                pass
 
 
 def build_schedulers(config: GatewayConfig, stats: Mapping[str, LiveStats]
