@@ -45,7 +45,7 @@ from scheduling.breaker import Breaker
 from scheduling.fleet import FleetShare
 from scheduling.fleet_health import FleetHealth
 from scheduling.scheduler import PoolScheduler, build_schedulers
-from scheduling.shared_backlog import SharedBacklog
+from scheduling.shared_backlog import share_backlogs
 
 logger = logging.getLogger("routegate.state")
 
@@ -168,9 +168,7 @@ class AppState:
         # The gateway replicas split each model's max_concurrency among themselves.
         state.spawn(FleetShare(redis.client, config.budget.key_prefix, state.replica_id,
                                schedulers).run())
-        for name, scheduler in schedulers.items():   # exact at each on-time admission
-            if scheduler.refuse_late:
-                scheduler.shared = SharedBacklog(redis.client, config.budget.key_prefix, name)
+        share_backlogs(schedulers, redis.client, config.budget.key_prefix)   # on-time admission
         # The upstreams' own load figures, where they publish them.
         for poller in start_pollers(config.models, {n: b.stats for n, b in backends.items()}):
             state.spawn(poller)

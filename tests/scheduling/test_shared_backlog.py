@@ -5,8 +5,10 @@ heartbeat, on a real Redis and a real Redis Cluster."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -34,15 +36,25 @@ def replica(client: aioredis.Redis | None, prefix: str) -> PoolScheduler:
     return s
 
 
+@contextlib.asynccontextmanager
+async def real_redis() -> AsyncIterator[tuple[aioredis.Redis, str]]:
+    """The shared Redis and a fresh key prefix; the model's counter is deleted after."""
+    client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+    prefix = f"rgtest-{uuid.uuid4().hex[:8]}"
+    try:
+        yield client, prefix
+    finally:
+        await client.delete(backlog_key(prefix, "m"))
+        await client.aclose()
+
+
 async def held(client: aioredis.Redis, prefix: str) -> float:
     return float(await client.hget(backlog_key(prefix, "m"), "tokens") or 0)
 
 
 def test_a_replica_sees_the_others_admission_at_once_and_refuses_a_late_start() -> None:
     async def body() -> None:
-        client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
-        prefix = f"rgtest-{uuid.uuid4().hex[:8]}"
-        try:
+        async with real_redis() as (client, prefix):
             a, b = replica(client, prefix), replica(client, prefix)
             first = await a.acquire("interactive", 300, 5.0)     # 0.3 s: on time
             assert first.ahead == 0.0
@@ -62,17 +74,12 @@ def test_a_replica_sees_the_others_admission_at_once_and_refuses_a_late_start() 
             assert late.ahead == 0.0
             for s, t in ((a, first), (b, second), (alone, late)):
                 s.release(t)
-        finally:
-            await client.delete(backlog_key(prefix, "m"))
-            await client.aclose()
     asyncio.run(asyncio.wait_for(body(), 20))
 
 
 def test_the_backlog_drains_at_the_rate_and_one_replica_makes_no_call() -> None:
     async def body() -> None:
-        client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
-        prefix = f"rgtest-{uuid.uuid4().hex[:8]}"
-        try:
+        async with real_redis() as (client, prefix):
             shared = SharedBacklog(client, prefix, "m")
             assert await shared.add(400, RATE) == 0.0
             await asyncio.sleep(0.2)                              # 200 tokens drained
@@ -85,9 +92,6 @@ def test_the_backlog_drains_at_the_rate_and_one_replica_makes_no_call() -> None:
             await asyncio.sleep(0.05)
             assert not await client.exists(backlog_key(prefix + "-one", "m"))
             s.release(t)
-        finally:
-            await client.delete(backlog_key(prefix, "m"))
-            await client.aclose()
     asyncio.run(asyncio.wait_for(body(), 20))
 
 
