@@ -127,8 +127,7 @@ class PoolScheduler:
         self.slo_ttft_s = slo_ttft_s
         self.slo_tpot_s = slo_tpot_s
         self.refuse_late = cfg.refuse_late
-        # The fleet's prefill backlog in Redis, where replicas share the model.
-        self.shared: SharedBacklog | None = None
+        self.shared: SharedBacklog | None = None   # the fleet's prefill backlog, in Redis
         sim = model.simulate
         # A batch of one's TPOT, scaled by concurrency until one is measured: the
         # simulator's knob; a remote model's is unknown until measured.
@@ -177,8 +176,10 @@ class PoolScheduler:
 
     def _sharing(self) -> bool:
         """Replicas share this model, and its backlog is modelled (a known rate)."""
-        return self.shared is not None and self.replicas > 1 and (
-            self.rate_known or self.stats.prefill_tokens_per_s is not None)
+        return self.shared is not None and self.replicas > 1 and self._rate_known()
+
+    def _rate_known(self) -> bool:
+        return self.rate_known or self.stats.prefill_tokens_per_s is not None
 
     def _rate(self) -> float:
         return self.stats.prefill_tokens_per_s or self.default_prefill
@@ -225,10 +226,9 @@ class PoolScheduler:
         queue is on average, and a newcomer served first makes a waiter late.
         ``ahead``: the fleet's backlog as Redis counted it, else the heartbeat's."""
         stats = self.stats
-        rate = stats.prefill_tokens_per_s or self.default_prefill
-        if ahead is None:
-            ahead = stats.fleet_backlog(rate, time.monotonic())
-        prefill = (ahead + prompt_tokens) / rate
+        rate = self._rate()
+        backlog = stats.fleet_backlog(rate, time.monotonic()) if ahead is None else ahead
+        prefill = (backlog + prompt_tokens) / rate
         if self.active < self._limit() and not self.interactive.waiters:
             wait = 0.0      # a slot is free now (a borrowed one included)
         else:
@@ -260,7 +260,7 @@ class PoolScheduler:
         if self.batch.in_flight >= self.batch_limit:
             return False
         stats = self.stats
-        rate = stats.prefill_tokens_per_s or self.default_prefill
+        rate = self._rate()
         backlog = stats.fleet_backlog(rate, time.monotonic()) + prompt_tokens
         return stats.queue_wait_s(0, 0.0) + backlog / rate < self.backoff_ttft_s
 
@@ -268,8 +268,8 @@ class PoolScheduler:
         """``shared``: the fleet's backlog ahead, already counted in Redis."""
         now = time.monotonic()
         stats = self.stats
-        rate = stats.prefill_tokens_per_s or self.default_prefill
-        known = self.rate_known or stats.prefill_tokens_per_s is not None
+        rate = self._rate()
+        known = self._rate_known()
         ahead = stats.add_backlog(prompt_tokens, rate, now) if known else 0.0
         if shared is not None:
             ahead = shared
