@@ -51,6 +51,12 @@ def register(subparsers) -> None:
                     help="the current classifier (default: the shipped one)")
     ev.add_argument("--learned", type=Path, default=None,
                     help="a directory `routegate learn` wrote: shown next to the current one")
+    ev.add_argument("--held-out", type=Path, default=None,
+                    help="routing-format JSONL never trained on (python -m classifiers.arena "
+                         "writes chat prompts): rank it instead of the shared test file")
+    ev.add_argument("--pair", action="append", default=[], metavar="STRONG,WEAK",
+                    help="with --held-out, a model pair to score (repeatable; default: the "
+                         "file's strongest and weakest by mean score)")
     ev.set_defaults(func=run_eval)
 
     classify = subparsers.add_parser(
@@ -122,21 +128,45 @@ def evaluation_report(data_dir: Path | None = None, artifact: Path | None = None
 def run_eval(args: argparse.Namespace) -> int:
     from classifiers.evaluation import format_report
 
+    if args.learned is not None and not (args.learned / DEFAULT_ARTIFACT.name).is_file():
+        print(f"routegate eval: {args.learned} holds no {DEFAULT_ARTIFACT.name} "
+              "(a directory `routegate learn --out` wrote)", file=sys.stderr)
+        return 2
+    if args.held_out is not None:
+        return run_held_out(args)
     if args.learned is None:
         print(format_report(evaluation_report(args.data, args.artifact)))
         return 0
     from classifiers.eval_compare import held_out_section, side_by_side
 
-    if not (args.learned / DEFAULT_ARTIFACT.name).is_file():
-        print(f"routegate eval: {args.learned} holds no {DEFAULT_ARTIFACT.name} "
-              "(a directory `routegate learn --out` wrote)", file=sys.stderr)
-        return 2
     current = evaluation_report(args.data, args.artifact)
     model = ComplexityModel.load(args.learned)
     learned = evaluation_report(args.data, model=model)
     print(side_by_side(current, learned, ("current", "learned")))
     print()
     print(held_out_section(model.meta.get("learned")))   # learn's provenance, in the artifact
+    return 0
+
+
+def run_held_out(args: argparse.Namespace) -> int:
+    """``routegate eval --held-out FILE [--pair S,W]... [--learned DIR]``."""
+    from classifiers import held_out
+
+    try:
+        rows = held_out.read_held_out(args.held_out)
+        names = [p.split(",") for p in args.pair]
+        if any(len(n) != 2 for n in names):
+            raise ValueError("--pair takes STRONG,WEAK")
+        pairs = [(held_out.resolve(rows, s.strip()), held_out.resolve(rows, w.strip()))
+                 for s, w in names]
+    except (OSError, ValueError, KeyError) as exc:   # KeyError: a line without its fields
+        print(f"routegate eval --held-out: {exc}", file=sys.stderr)
+        return 2
+    models = {"current": ComplexityModel.load(args.artifact)}
+    if args.learned is not None:
+        models["learned"] = ComplexityModel.load(args.learned)
+    results = held_out.held_out_results(rows, pairs or [held_out.default_pair(rows)], models)
+    print(held_out.format_held_out(results, f"{args.held_out.name}, {len(rows)} prompts"))
     return 0
 
 

@@ -1,0 +1,83 @@
+"""``routegate eval --held-out FILE``: how a classifier ranks prompts it never trained on.
+
+    rows = read_held_out(Path("arena_chat.jsonl"))
+    print(format_held_out(held_out_results(rows, pairs, {"current": model})))
+
+``FILE`` is routing-format JSONL (``prompt``, ``task``, ``source``,
+``scores``: the shared data's format, or what ``python -m classifiers.arena``
+writes for Chatbot-Arena prompts). For each (strong, weak) pair the prompts
+are ranked by each classifier's ``difficulty`` (hardest first, sent to the
+strong model first) and scored by APGR next to prompt length and random (0.5
+in expectation), as in the out-of-domain table of
+``classifiers/outofdomain.py``. A pair is given by the models' names as they
+are in the file; without one, the file's strongest and weakest models by
+mean score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from classifiers.complexity import ComplexityModel
+from classifiers.dataset import Row, load_rows
+from classifiers.outofdomain import pair_gap, ranking_apgr
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOutResult:
+    strong: str
+    weak: str
+    prompts: int
+    gap: float
+    apgr: dict[str, float]   # ranking name -> APGR
+
+
+def read_held_out(path: Path) -> list[Row]:
+    return load_rows(path.parent, [path.name])
+
+
+def resolve(rows: Sequence[Row], name: str) -> str:
+    """The file's model key (``source/name``) for ``name``; ValueError if none or several."""
+    keys = {m for row in rows for m in row.scores}
+    found = sorted(k for k in keys if k == name or k.endswith("/" + name))
+    if len(found) != 1:
+        raise ValueError(f"model {name!r} is {'ambiguous' if found else 'not'} in the file "
+                         f"(it has: {', '.join(sorted(keys))})")
+    return found[0]
+
+
+def default_pair(rows: Sequence[Row]) -> tuple[str, str]:
+    keys = sorted({m for row in rows for m in row.scores})
+    mean = {m: float(np.mean([r.scores[m] for r in rows if m in r.scores])) for m in keys}
+    return max(keys, key=mean.__getitem__), min(keys, key=mean.__getitem__)
+
+
+def held_out_results(rows: Sequence[Row], pairs: Sequence[tuple[str, str]],
+                     models: dict[str, ComplexityModel]) -> list[HeldOutResult]:
+    prompts = [row.prompt for row in rows]
+    rankings = {name: np.asarray([m.score(p).difficulty for p in prompts])
+                for name, m in models.items()}
+    rankings["length"] = np.asarray([len(p) for p in prompts], dtype=float)
+    results = []
+    for strong, weak in pairs:
+        both = [r for r in rows if strong in r.scores and weak in r.scores]
+        apgr = {name: ranking_apgr(values, rows, strong, weak) for name, values in rankings.items()}
+        results.append(HeldOutResult(strong, weak, len(both), pair_gap(rows, strong, weak),
+                                     {**apgr, "random": 0.5}))
+    return results
+
+
+def format_held_out(results: Sequence[HeldOutResult], title: str) -> str:
+    labels = list(results[0].apgr) if results else []
+    lines = [f"held out: {title} (APGR; hardest first to the strong model)",
+             f"{'strong vs weak':<58} {'prompts':>7} {'gap':>6} "
+             + " ".join(f"{k:>8}" for k in labels), "-" * (73 + 9 * len(labels))]
+    for r in results:
+        pair = f"{r.strong.split('/', 1)[-1]} vs {r.weak.split('/', 1)[-1]}"
+        lines.append(f"{pair:<58} {r.prompts:7d} {r.gap:6.3f} "
+                     + " ".join(f"{r.apgr[k]:8.3f}" for k in labels))
+    return "\n".join(lines)

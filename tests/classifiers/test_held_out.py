@@ -1,0 +1,75 @@
+"""``python -m classifiers.arena`` and ``routegate eval --held-out``: the chat table's tools.
+
+The Arena-Bench files are not in the repository (public data, fetched by the
+operator); these tests write a few lines in the same layout (``question.jsonl``,
+``model_judgment/<model>.jsonl`` with 1-10 grades, -1 for a failed grade).
+"""
+
+import contextlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from classifiers.arena import arena_rows
+from classifiers.arena import main as arena_main
+from classifiers.commands import main
+from classifiers.dataset import Row
+from classifiers.held_out import default_pair, held_out_results, resolve
+
+
+def _arena(tmp_path: Path) -> Path:
+    root = tmp_path / "arena-bench-v1"
+    (root / "model_judgment").mkdir(parents=True)
+    questions = [{"question_id": f"q{i}", "category": "arena-bench-v1",
+                  "turns": [f"question {i} " + "word " * i]} for i in range(4)]
+    (root / "question.jsonl").write_text("\n".join(json.dumps(q) for q in questions) + "\n")
+    grades = {"gpt-4": [10, 9, 1, -1], "mistralai/Mixtral-8x7B": [5, 1, 1, 3]}
+    for model, scores in grades.items():
+        lines = [json.dumps({"question_id": f"q{i}", "model": model, "score": s,
+                             "judgment": "..."}) for i, s in enumerate(scores)]
+        lines.append(json.dumps({"question_id": "unknown", "model": model, "score": 10}))
+        (root / "model_judgment" / f"{model.split('/')[-1]}.jsonl").write_text(
+            "\n".join(lines) + "\n")
+    return root
+
+
+def test_arena_rows_map_grades_and_drop_failed_ones(tmp_path):
+    rows = arena_rows(_arena(tmp_path))
+    assert [r["id"] for r in rows] == ["q0", "q1", "q2", "q3"]     # the unknown id is dropped
+    assert rows[0]["scores"] == {"gpt-4": 1.0, "Mixtral-8x7B": pytest.approx(4 / 9)}
+    assert rows[3]["scores"] == {"Mixtral-8x7B": pytest.approx(2 / 9)}   # -1: no outcome
+    assert {(r["source"], r["task"]) for r in rows} == {("arena-bench-v1", "chat")}
+
+
+def _rows(gains: list[float], lengths: list[int]) -> list[Row]:
+    return [Row("x" * n, "chat", "f", {"f/strong": 0.5 + g / 2, "f/weak": 0.5 - g / 2})
+            for g, n in zip(gains, lengths, strict=True)]
+
+
+def test_held_out_apgr_follows_the_gain():
+    gains = list(np.linspace(1.0, 0.0, 20))
+    aligned = held_out_results(_rows(gains, list(range(40, 20, -1))), [("f/strong", "f/weak")], {})
+    reversed_ = held_out_results(_rows(gains, list(range(21, 41))), [("f/strong", "f/weak")], {})
+    assert aligned[0].apgr["length"] > 0.6 > 0.4 > reversed_[0].apgr["length"]
+    assert aligned[0].apgr["random"] == 0.5 and aligned[0].prompts == 20
+
+
+def test_pairs_resolve_by_short_name_and_default_to_extremes():
+    rows = _rows([0.5, 0.2], [10, 20])
+    assert resolve(rows, "weak") == "f/weak"
+    with pytest.raises(ValueError, match="not in the file"):
+        resolve(rows, "gpt-5")
+    assert default_pair(rows) == ("f/strong", "f/weak")
+
+
+def test_eval_held_out_end_to_end(tmp_path, capsys):
+    out = tmp_path / "chat.jsonl"
+    with open(out, "w") as sink, contextlib.redirect_stdout(sink):
+        assert arena_main([str(_arena(tmp_path))]) == 0
+    assert main(["eval", "--held-out", str(out), "--pair", "gpt-4,Mixtral-8x7B"]) == 0
+    table = capsys.readouterr().out
+    assert "gpt-4 vs Mixtral-8x7B" in table and "current" in table and "length" in table
+    assert main(["eval", "--held-out", str(out), "--pair", "gpt-4,nobody"]) == 2
+    assert "'nobody' is not in the file" in capsys.readouterr().err
