@@ -57,10 +57,13 @@ def default_pair(rows: Sequence[Row]) -> tuple[str, str]:
 
 
 def held_out_results(rows: Sequence[Row], pairs: Sequence[tuple[str, str]],
-                     models: dict[str, ComplexityModel]) -> list[HeldOutResult]:
+                     models: dict[str, ComplexityModel],
+                     rankings: dict[str, np.ndarray] | None = None) -> list[HeldOutResult]:
+    """Per pair, the APGR of each model's ``difficulty``, of each of ``rankings``
+    (one value per row, higher = to the strong model first), of length and random."""
     prompts = [row.prompt for row in rows]
-    rankings = {name: np.asarray([m.score(p).difficulty for p in prompts])
-                for name, m in models.items()}
+    rankings = {**{name: np.asarray([m.score(p).difficulty for p in prompts])
+                   for name, m in models.items()}, **(rankings or {})}
     rankings["length"] = np.asarray([len(p) for p in prompts], dtype=float)
     results = []
     for strong, weak in pairs:
@@ -73,11 +76,13 @@ def held_out_results(rows: Sequence[Row], pairs: Sequence[tuple[str, str]],
 
 def format_held_out(results: Sequence[HeldOutResult], title: str) -> str:
     labels = list(results[0].apgr) if results else []
+    width = {k: max(8, len(k)) for k in labels}
     lines = [f"held out: {title} (APGR; hardest first to the strong model)",
              f"{'strong vs weak':<58} {'prompts':>7} {'gap':>6} "
-             + " ".join(f"{k:>8}" for k in labels), "-" * (73 + 9 * len(labels))]
+             + " ".join(f"{k:>{width[k]}}" for k in labels),
+             "-" * (73 + sum(w + 1 for w in width.values()))]
     for r in results:
         pair = f"{r.strong.split('/', 1)[-1]} vs {r.weak.split('/', 1)[-1]}"
         lines.append(f"{pair:<58} {r.prompts:7d} {r.gap:6.3f} "
-                     + " ".join(f"{r.apgr[k]:8.3f}" for k in labels))
+                     + " ".join(f"{r.apgr[k]:{width[k]}.3f}" for k in labels))
     return "\n".join(lines)

@@ -15,6 +15,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -60,19 +61,17 @@ ENCODER_PIECES = (16, 64, 128, 256)
 BUDGET_MS = 1.0          # the classifier's p99 budget on the request path
 
 
-def encoder_rows(prompts_of: dict[int, list[str]], repeats: int) -> list[tuple[int, float, float]]:
-    """(word pieces, p50 ms, p99 ms) of one prompt through the reading encoder."""
-    from classifiers.encoder import load_encoder
-
-    encoder = load_encoder()
+def encoder_rows(prompts_of: dict[int, list[str]], repeats: int,
+                 embed: Callable[[list[str], int], object]) -> list[tuple[int, float, float]]:
+    """(word pieces, p50 ms, p99 ms) of one prompt through ``embed(texts, pieces)``."""
     rows = []
     for pieces, prompts in prompts_of.items():
-        encoder.embed(prompts[:1], max_tokens=pieces)
+        embed(prompts, pieces)              # warm: a static table computes its pieces here
         times = []
         for _ in range(max(1, repeats // 4)):
             for text in prompts:
                 start = time.perf_counter()
-                encoder.embed([text], max_tokens=pieces)
+                embed([text], pieces)
                 times.append(time.perf_counter() - start)
         times.sort()
         rows.append((pieces, statistics.median(times) * 1e3,
@@ -81,18 +80,31 @@ def encoder_rows(prompts_of: dict[int, list[str]], repeats: int) -> list[tuple[i
 
 
 def print_encoder(repeats: int, classifier_p99_us: float) -> None:
+    from classifiers.encoder import load_encoder
+    from classifiers.static_encoder import StaticEncoder
+
+    encoder = load_encoder()
+    static = StaticEncoder(encoder)
     prompts_of = {n: [make_prompt(2 * n, seed) for seed in range(10)] for n in ENCODER_PIECES}
-    rows = encoder_rows(prompts_of, repeats)
-    print("\nreading encoder (all-MiniLM-L6-v2, numpy), one prompt cut to N word pieces:")
-    print(f"{'pieces':>8} {'p50 ms':>8} {'p99 ms':>8}")
-    for pieces, p50, p99 in rows:
-        print(f"{pieces:8d} {p50:8.1f} {p99:8.1f}")
-    at_128 = next(p50 for pieces, p50, _ in rows if pieces == 128)
+    full = encoder_rows(prompts_of, repeats, lambda t, n: encoder.embed(t, max_tokens=n))
+    prompts_of[512] = [make_prompt(1024, seed) for seed in range(10)]
+    distilled = encoder_rows(prompts_of, repeats * 4, lambda t, n: static.embed(t, max_pieces=n))
+    print("\nreading encoder, one prompt cut to N word pieces: all-MiniLM-L6-v2 (numpy), "
+          "and its static distillation (classifiers/static_encoder.py):")
+    print(f"{'pieces':>8} {'p50 ms':>8} {'p99 ms':>8} {'static p50 ms':>14} {'p99 ms':>8}")
+    for (pieces, p50, p99), (_, s50, s99) in zip([*full, (512, float("nan"), float("nan"))],
+                                                 distilled, strict=True):
+        print(f"{pieces:8d} {p50:8.1f} {p99:8.1f} {s50:14.3f} {s99:8.3f}")
+    at_128 = next(p50 for pieces, p50, _ in full if pieces == 128)
+    static_99 = max(p99 for _, _, p99 in distilled)
     where = ("off the request path (over the 1 ms budget)" if at_128 > BUDGET_MS
              else "within the request path's 1 ms budget")
-    print(f"\nchoice: {where}: at 128 pieces it costs {at_128:.1f} ms a prompt, "
+    print(f"\nchoice: the full encoder {where}: at 128 pieces it costs {at_128:.1f} ms a prompt, "
           f"{at_128 * 1e3 / max(classifier_p99_us, 1):.0f}x the classifier's p99 on 2,000 "
-          "tokens. Whether it pays in learn: routegate learn --labels FILE --compare-encoder.")
+          f"tokens. The static one costs at most {static_99:.2f} ms (p99) on top of the "
+          "classifier, once its table is computed. Whether either pays in quality: "
+          "python -m classifiers.encoder_table (out of domain) and routegate learn "
+          "--labels FILE --compare-encoder (on a team's own labels).")
 
 
 def main() -> int:

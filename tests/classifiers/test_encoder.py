@@ -30,3 +30,40 @@ def test_a_batch_embeds_each_text_as_alone_and_long_texts_are_cut() -> None:
     assert encoder.embed([long], max_tokens=64).shape == (1, DIM)
     assert encoder.embed([long], max_tokens=64)[0] == pytest.approx(
         encoder.embed(["word " * 62], max_tokens=64)[0], abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def static():
+    from classifiers.static_encoder import StaticEncoder
+
+    return StaticEncoder(load_encoder())
+
+
+def test_static_distillation_is_the_mean_of_each_piece_run_alone(static) -> None:
+    encoder = static.encoder
+    vectors = static.embed(SENTENCES)
+    assert vectors.shape == (3, DIM)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    # Only the pieces seen so far are computed, each as [CLS] piece [SEP] through the encoder.
+    ids = static.pieces(SENTENCES[0])
+    assert static.known.sum() < 2100 and static.known[ids].all()    # with the reference set
+    piece = int(ids[1])
+    alone = encoder._forward(np.asarray([[static._cls, piece, static._sep]]),
+                             np.ones((1, 3), dtype=np.float32)).mean(axis=1)[0]
+    np.testing.assert_allclose(static.table[piece], alone, atol=1e-6)
+    center, drop = static._post()
+    expected = static.table[ids].mean(axis=0) - center
+    expected -= drop @ expected @ drop
+    np.testing.assert_allclose(vectors[0], expected / np.linalg.norm(expected), atol=1e-5)
+    np.testing.assert_allclose(drop @ vectors[0], 0.0, atol=1e-5)   # the common directions are gone
+    # It keeps the encoder's sense of which sentences are alike, if not its numbers.
+    similarity = vectors @ vectors.T
+    assert similarity[0, 1] > similarity[0, 2] and similarity[0, 1] > similarity[1, 2]
+
+
+def test_static_distillation_bounds_long_and_empty_texts(static) -> None:
+    from classifiers.static_encoder import MAX_PIECES
+
+    assert static.pieces("word " * 100_000).size == MAX_PIECES
+    assert static.pieces("").size == 1          # [UNK]: a text with no pieces still embeds
+    assert static.embed(["", "word " * 100_000]).shape == (2, DIM)

@@ -73,3 +73,22 @@ def test_eval_held_out_end_to_end(tmp_path, capsys):
     assert "gpt-4 vs Mixtral-8x7B" in table and "current" in table and "length" in table
     assert main(["eval", "--held-out", str(out), "--pair", "gpt-4,nobody"]) == 2
     assert "'nobody' is not in the file" in capsys.readouterr().err
+
+
+def test_encoder_table_scores_a_head_on_each_left_out_task():
+    from classifiers.encoder_table import leave_tasks_out
+    from classifiers.outofdomain import source_pairs
+
+    rng = np.random.default_rng(0)
+    hard = rng.random(120)
+    tasks = ["gsm8k", "mmlu", "math"] * 40
+    rows = [Row(f"{t} prompt {i}", t, "src", {"src/strong": 1 - h / 3, "src/weak": 1 - h})
+            for i, (t, h) in enumerate(zip(tasks, hard, strict=True))]
+    reads = np.column_stack([hard, rng.random(120)])        # an embedding that holds the answer
+    noise = rng.random((120, 2))
+    table = leave_tasks_out(rows, {"reads": reads, "noise": noise}, {"reads": 1.0, "noise": 1.0},
+                            source_pairs(rows))
+    mean = table.splitlines()[-1].split("|")
+    reads_apgr, noise_apgr = float(mean[5].strip(" *")), float(mean[6].strip(" *"))
+    assert reads_apgr > 0.6 and abs(noise_apgr - 0.5) < 0.1 and reads_apgr > noise_apgr + 0.1
+    assert table.count("| task ") == 1 + 3       # the header, then one row per task
