@@ -13,6 +13,7 @@ long the rest may queue (``scheduling/scheduler.py``).
           batch_backoff: 0.6        # batch waits once predicted interactive TTFT > 0.6 x SLO
           interactive_lifo_after_s: 0.2   # a standing queue serves its newest first
           refuse_late: false        # true: refuse (503) interactive work predicted to be late
+          shared_backlog: true      # with refuse_late and replicas: count the fleet's backlog in Redis
 """
 
 from __future__ import annotations
@@ -48,3 +49,9 @@ class SchedulerConfig(Strict):
     # holds a slot for seconds that an on-time one needed. Off by default: a
     # late answer can be better than none, and the client may not retry.
     refuse_late: bool = False
+    # With refuse_late and more than one gateway replica, every admission adds its
+    # prompt to the fleet's prefill backlog in Redis, and a request with a free
+    # slot is judged on the count it reads back (scheduling/shared_backlog.py): one
+    # round trip per admission. false: predict from the heartbeat's figures (0.25 s
+    # old) and the upstream's /metrics only, with no call on the request path.
+    shared_backlog: bool = True

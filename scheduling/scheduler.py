@@ -127,6 +127,7 @@ class PoolScheduler:
         self.slo_ttft_s = slo_ttft_s
         self.slo_tpot_s = slo_tpot_s
         self.refuse_late = cfg.refuse_late
+        self.share_backlog = cfg.refuse_late and cfg.shared_backlog
         self.shared: SharedBacklog | None = None   # the fleet's prefill backlog, in Redis
         sim = model.simulate
         # A batch of one's TPOT, scaled by concurrency until one is measured: the
@@ -135,10 +136,9 @@ class PoolScheduler:
         # Until the first answers teach it, the prefill rate is the simulator's
         # knob (or a mid-size GPU's); it is learned online from then on.
         self.default_prefill = sim.prefill_tokens_per_s if sim else DEFAULT_PREFILL_TOKENS_PER_S
-        # The prefill backlog is modelled only at a known rate: the simulator's, or
-        # one learned from real answers. A remote model answering non-streamed
-        # requests without server timings teaches none, and a backlog growing at a
-        # guessed rate would predict minutes of TTFT (and stop batch admission).
+        # The prefill backlog is modelled only at a known rate: the simulator's, or one
+        # learned from real answers. A remote model answering non-streamed requests without
+        # server timings teaches none, and a guessed rate would predict minutes of TTFT.
         self.rate_known = sim is not None
         stats.capacity = self.max_concurrency
         # A real upstream's slowdown with concurrency is unknown: its TPOT is what

@@ -96,7 +96,7 @@ class SharedBacklog:
 
 def share_backlogs(schedulers: Mapping[str, PoolScheduler], redis: Any, prefix: str) -> None:
     """Give each model that admits on time its shared backlog (used only while
-    more than one replica is live)."""
+    more than one replica is live), unless its ``scheduler.shared_backlog`` is off."""
     for name, scheduler in schedulers.items():
-        if scheduler.refuse_late:
+        if scheduler.share_backlog:
             scheduler.shared = SharedBacklog(redis, prefix, name)

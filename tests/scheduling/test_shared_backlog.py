@@ -19,7 +19,7 @@ from core.config import ModelConfig, Price
 from core.errors import ServiceUnavailable
 from core.types import LiveStats
 from scheduling.scheduler import PoolScheduler
-from scheduling.shared_backlog import SharedBacklog, backlog_key
+from scheduling.shared_backlog import SharedBacklog, backlog_key, share_backlogs
 from tests.budget.servers import RedisClusterNodes
 
 RATE = 1000.0    # prompt tokens prefilled per second: 300 tokens take 0.3 s
@@ -77,6 +77,20 @@ def test_a_replica_sees_the_others_admission_at_once_and_refuses_a_late_start() 
     asyncio.run(asyncio.wait_for(body(), 20))
 
 
+def test_the_switch_turns_it_off_and_it_is_only_for_on_time_admission() -> None:
+    def scheduler(**knobs: bool) -> PoolScheduler:
+        model = ModelConfig(name="m", price=Price(input_per_mtok=1, output_per_mtok=1),
+                            scheduler={"max_concurrency": 8, **knobs})  # type: ignore[arg-type]
+        return PoolScheduler(model, LiveStats(), slo_ttft_s=0.45)
+
+    schedulers = {"on": scheduler(refuse_late=True), "off": scheduler(refuse_late=True,
+                                                                      shared_backlog=False),
+                  "queues": scheduler()}
+    share_backlogs(schedulers, aioredis.Redis.from_url("redis://127.0.0.1:6379/0"), "rg")
+    assert isinstance(schedulers["on"].shared, SharedBacklog)
+    assert schedulers["off"].shared is None and schedulers["queues"].shared is None
+
+
 def test_the_backlog_drains_at_the_rate_and_one_replica_makes_no_call() -> None:
     async def body() -> None:
         async with real_redis() as (client, prefix):
@@ -115,7 +129,9 @@ def test_the_shared_backlog_on_a_real_cluster(tmp_path: Path) -> None:
     async def body(url: str) -> None:
         client = RedisCluster.from_url(url)
         try:
-            shared = [SharedBacklog(client, "rgc", f"model-{i}") for i in range(6)]
+            # The script runs on every node; the 0.1 s bound is for the request path,
+            # not for a cluster just started on a loaded machine (discovery, SCRIPT LOAD).
+            shared = [SharedBacklog(client, "rgc", f"model-{i}", timeout_s=5.0) for i in range(6)]
             for s in shared:
                 assert await s.add(100, 1.0) == 0.0
                 ahead = await s.add(100, 1.0)
