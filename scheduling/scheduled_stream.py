@@ -25,8 +25,11 @@ class ScheduledStream(WrappedStream):
         self._failed: BaseException | None = None
 
     async def __aiter__(self) -> AsyncIterator[SSEEvent]:
+        ticket, stats = self._ticket, self._scheduler.stats
         try:
             async for event in self._stream:
+                if not ticket.learned and (ttft := self._stream.ttft_s):
+                    ticket.learn_prefill(stats, ttft)   # the prefill rate, without the decode
                 yield event
         except GatewayError as exc:
             self._failed = exc

@@ -54,7 +54,6 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -62,6 +61,7 @@ from core.config import GatewayConfig, ModelConfig
 from core.errors import GatewayError, RateLimited, ServiceUnavailable
 from core.types import LiveStats
 from scheduling.scheduled_stream import ScheduledStream
+from scheduling.tickets import Lane, Ticket, Waiter
 
 if TYPE_CHECKING:
     from backends.base import ChunkStream, Completion
@@ -69,42 +69,6 @@ if TYPE_CHECKING:
 
 DEFAULT_PREFILL_TOKENS_PER_S = 5000.0
 DEFAULT_SLOT_S = 2.0     # how long a slot is held, until answers teach it
-
-
-class Ticket:
-    """One admitted request: what its release needs to learn from it."""
-
-    __slots__ = ("lane", "prompt_tokens", "ahead", "started", "released")
-
-    def __init__(self, lane: Lane, prompt_tokens: int, ahead: float, started: float) -> None:
-        self.lane = lane
-        self.prompt_tokens = prompt_tokens
-        self.ahead = ahead            # prefill backlog (tokens) this prompt joined
-        self.started = started
-        self.released = False
-
-
-class Waiter:
-    __slots__ = ("future", "prompt_tokens", "since")
-
-    def __init__(self, future: asyncio.Future[Ticket], prompt_tokens: int) -> None:
-        self.future = future
-        self.prompt_tokens = prompt_tokens
-        self.since = time.monotonic()
-
-
-class Lane:
-    """One pool's share of a model: how many run, and who waits (FIFO)."""
-
-    __slots__ = ("pool", "in_flight", "queued", "max_queue", "wait_s", "waiters")
-
-    def __init__(self, pool: str, max_queue: int, wait_s: float) -> None:
-        self.pool = pool
-        self.in_flight = 0
-        self.queued = 0
-        self.max_queue = max_queue
-        self.wait_s = wait_s
-        self.waiters: deque[Waiter] = deque()
 
 
 class PoolScheduler:
@@ -335,7 +299,7 @@ class PoolScheduler:
         if failed is None:
             stats.observe_outcome(True)
             if ttft_s:
-                stats.observe_prefill(ticket.ahead + ticket.prompt_tokens, ttft_s)
+                ticket.learn_prefill(stats, ttft_s)   # a stream has at its first token
         elif _counts_as_failure(failed):
             stats.observe_outcome(False)
         self._free(ticket)

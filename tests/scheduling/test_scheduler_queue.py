@@ -178,6 +178,25 @@ def test_a_stream_holds_its_slot_until_closed() -> None:
     run(body)
 
 
+def test_a_stream_teaches_the_prefill_rate_at_its_first_token_once() -> None:
+    async def body() -> None:
+        s = scheduler(limit=1)
+        upstream = FakeUpstream(5)
+        upstream.ttft_s = 0.0              # the first token has not arrived
+        stream = s.holding(await s.acquire("interactive", 100, 1.0), upstream)
+        events = aiter(stream)
+        upstream.ttft_s = 0.05             # set as the relay sees it, with the first chunk
+        await anext(events)
+        # Learned now, while the stream still decodes: not seconds later at its end.
+        assert s.stats.prefill_tokens_per_s == pytest.approx(100 / 0.05) and s.active == 1
+        upstream.ttft_s = 0.5
+        rest = [e async for e in events]
+        await stream.aclose()
+        assert len(rest) == 4 and s.active == 0
+        assert s.stats.prefill_tokens_per_s == pytest.approx(100 / 0.05)   # once per request
+    run(body)
+
+
 def test_a_broken_stream_releases_and_counts_an_error() -> None:
     async def body() -> None:
         s = scheduler(limit=1)
