@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 EWMA_ALPHA = 0.2
+PREFILL_CLAMP = 2.0      # a prefill-rate sample counts as at most 2x (or 1/2) the estimate
 KV_HIGH = 0.9         # upstream KV-cache use past which new sequences start to wait
 PEER_STALE_S = 1.0    # the other replicas' figures, older than this, are ignored
 MAX_OTHERS_RATIO = 16.0   # the other replicas' prefill backlog, at most this many times ours
@@ -239,7 +240,10 @@ class LiveStats:
     def observe_prefill(self, tokens: float, ttft_s: float) -> None:
         """``tokens`` (the backlog ahead plus the prompt) were prefilled in ``ttft_s``."""
         if ttft_s > 0 and tokens > 0:
-            self.prefill_tokens_per_s = _ewma(self.prefill_tokens_per_s, tokens / ttft_s)
+            sample, current = tokens / ttft_s, self.prefill_tokens_per_s
+            if current is not None:   # one answer whose queue was miscounted moves it little
+                sample = min(max(sample, current / PREFILL_CLAMP), current * PREFILL_CLAMP)
+            self.prefill_tokens_per_s = _ewma(current, sample)
 
     def observe_slot(self, seconds: float) -> None:
         self.slot_s = _ewma(self.slot_s, seconds)

@@ -136,7 +136,22 @@ class PoolScheduler:
         if self.active < self._limit() and self._may_start(lane, prompt_tokens):
             return self._admit(lane, prompt_tokens, ahead)
         self._give_back(prompt_tokens, ahead)   # added again once admitted
-        return await self._wait(lane, prompt_tokens, min(timeout, lane.wait_s))
+        ticket = await self._wait(lane, prompt_tokens, min(timeout, lane.wait_s))
+        if lane is self.interactive and self._sharing():
+            await self._count_woken(ticket)
+        return ticket
+
+    async def _count_woken(self, ticket: Ticket) -> None:
+        """A waiter given a slot joins the fleet's backlog in Redis now, and learns
+        the prefill rate from the count ahead of it there, not from the heartbeat's
+        figures (0.25 s old, which miss the other replicas' latest admissions)."""
+        try:
+            ahead = await self._take_shared(ticket.prompt_tokens)
+        except BaseException:   # the client left while Redis answered: the slot goes back
+            self._free(ticket)
+            raise
+        if ahead is not None:
+            ticket.ahead = ahead
 
     def _sharing(self) -> bool:
         """Replicas share this model, and its backlog is modelled (a known rate)."""
@@ -228,8 +243,10 @@ class PoolScheduler:
         backlog = stats.fleet_backlog(rate, time.monotonic()) + prompt_tokens
         return stats.queue_wait_s(0, 0.0) + backlog / rate < self.backoff_ttft_s
 
-    def _admit(self, lane: Lane, prompt_tokens: int, shared: float | None = None) -> Ticket:
-        """``shared``: the fleet's backlog ahead, already counted in Redis."""
+    def _admit(self, lane: Lane, prompt_tokens: int, shared: float | None = None, *,
+               later: bool = True) -> Ticket:
+        """``shared``: the fleet's backlog ahead, already counted in Redis; ``later``
+        False: the caller counts it there (``_count_woken``)."""
         now = time.monotonic()
         stats = self.stats
         rate = self._rate()
@@ -237,7 +254,7 @@ class PoolScheduler:
         ahead = stats.add_backlog(prompt_tokens, rate, now) if known else 0.0
         if shared is not None:
             ahead = shared
-        elif self.shared is not None and self._sharing():
+        elif later and self.shared is not None and self._sharing():
             self.shared.add_later(prompt_tokens, rate)
         self.active += 1
         lane.in_flight += 1
@@ -326,7 +343,8 @@ class PoolScheduler:
             if not waiter.future.done():      # else it gave up: drop it
                 if lane is self.batch and not self._batch_room(waiter.prompt_tokens):
                     break
-                waiter.future.set_result(self._admit(lane, waiter.prompt_tokens))
+                waiter.future.set_result(self._admit(lane, waiter.prompt_tokens,
+                                                     later=lane is not self.interactive))
             if newest:
                 lane.waiters.pop()
             else:

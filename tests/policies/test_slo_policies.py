@@ -93,6 +93,18 @@ def test_the_prefill_rate_is_learned_and_predicts_ttft() -> None:
     assert stats.add_backlog(1000, 4000, now=100.5) == pytest.approx(2000)
 
 
+def test_one_miscounted_answer_moves_the_prefill_rate_little() -> None:
+    stats = LiveStats(capacity=4)
+    stats.observe_prefill(2000, 0.5)                         # 4,000 tokens/s
+    stats.observe_prefill(20, 0.5)                           # a queue the count missed: 40/s
+    assert stats.prefill_tokens_per_s == pytest.approx(4000 - 0.2 * 2000)   # as if 2,000/s
+    stats.observe_prefill(2_000_000, 0.5)                    # a queue counted twice over
+    assert stats.prefill_tokens_per_s == pytest.approx(3600 + 0.2 * 3600)   # as if 7,200/s
+    for _ in range(40):                                      # a real change is followed
+        stats.observe_prefill(1000, 0.5)
+    assert stats.prefill_tokens_per_s == pytest.approx(2000, rel=0.01)
+
+
 def test_the_fleet_backlog_drains_at_the_upstream_rate_shared_by_size() -> None:
     stats = LiveStats(capacity=4)
     stats.add_backlog(3000, 4000, now=100.0)

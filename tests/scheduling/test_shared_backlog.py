@@ -48,7 +48,7 @@ async def real_redis() -> AsyncIterator[tuple[aioredis.Redis, str]]:
         await client.aclose()
 
 
-async def held(client: aioredis.Redis, prefix: str) -> float:
+async def held_tokens(client: aioredis.Redis, prefix: str) -> float:
     return float(await client.hget(backlog_key(prefix, "m"), "tokens") or 0)
 
 
@@ -64,7 +64,7 @@ def test_a_replica_sees_the_others_admission_at_once_and_refuses_a_late_start() 
                 await b.acquire("interactive", 300, 5.0)
             assert refused.value.code == "slo_unreachable"
             await asyncio.sleep(0.05)                             # the refusal is taken back
-            assert 100 < await held(client, prefix) <= 300
+            assert 100 < await held_tokens(client, prefix) <= 300
             # A short prompt still fits behind A's, and learns from the real queue.
             second = await b.acquire("interactive", 50, 5.0)
             assert 100 < second.ahead <= 300
@@ -73,6 +73,27 @@ def test_a_replica_sees_the_others_admission_at_once_and_refuses_a_late_start() 
             late = await alone.acquire("interactive", 300, 5.0)
             assert late.ahead == 0.0
             for s, t in ((a, first), (b, second), (alone, late)):
+                s.release(t)
+    asyncio.run(asyncio.wait_for(body(), 20))
+
+
+def test_a_waiter_given_a_slot_counts_itself_in_redis_and_sees_the_others() -> None:
+    async def body() -> None:
+        async with real_redis() as (client, prefix):
+            a, b = replica(client, prefix), replica(client, prefix)
+            b.stats.observe_slot(0.1)                 # a queue of one waits about 25 ms
+            held = [await b.acquire("interactive", 10, 5.0) for _ in range(4)]  # B's share
+            waiter = asyncio.ensure_future(b.acquire("interactive", 20, 5.0))
+            await asyncio.sleep(0.02)
+            assert b.interactive.queued == 1
+            other = await a.acquire("interactive", 300, 5.0)   # A's prompt, unknown to B
+            b.release(held.pop())
+            woken = await waiter
+            # Its prefill is learned against every replica's backlog, A's 300 included
+            # (drained at 1,000 tokens/s since), not against B's own figures alone.
+            assert 250 < woken.ahead <= 340
+            assert 250 < await held_tokens(client, prefix) <= 360      # its 20 are counted
+            for s, t in ((a, other), (b, woken), *((b, t) for t in held)):
                 s.release(t)
     asyncio.run(asyncio.wait_for(body(), 20))
 
