@@ -129,9 +129,11 @@ def _compare_encoder(args: argparse.Namespace, labels: Labels, result: Result,
     texts = prompt_texts(args.labels)
     figures = compare_encoder(labels, [texts[p.digest] for p in labels.prompts], result, base,
                               seed=args.seed, held_fraction=args.held_out)
-    print(f"held-out APGR  encoder (MiniLM + ridge, alpha {figures.get('alpha')}): "
+    print(f"held-out APGR  encoder (MiniLM + ridge, alpha {figures.get('encoder alpha')}): "
           f"{_fmt(figures['encoder'])}")
     print(f"held-out APGR  mean of encoder and learned:   {_fmt(figures['mean with learned'])}")
+    print(f"held-out APGR  static encoder (distilled + ridge, alpha "
+          f"{figures.get('static alpha')}): {_fmt(figures['static'])}")
 
 
 def _read(args: argparse.Namespace) -> tuple[Labels, dict[str, Any], Path | None]:

@@ -160,5 +160,7 @@ def test_compare_encoder_ranks_the_same_held_out_half_with_the_reading_encoder(
                for line in run.stdout.splitlines() if line.startswith("held-out APGR")}
     encoder = [v for k, v in figures.items() if "encoder (MiniLM" in k]
     assert encoder and 0.0 <= float(encoder[0]) <= 1.0
+    static = [v for k, v in figures.items() if "static encoder (distilled" in k]
+    assert static and 0.0 <= float(static[0]) <= 1.0
     # Recipes against spreadsheets: a topic an embedding sees at once.
     assert float(encoder[0]) > float(figures["held-out APGR  before (current classifier)"])
