@@ -154,11 +154,7 @@ def run_held_out(args: argparse.Namespace) -> int:
 
     try:
         rows = held_out.read_held_out(args.held_out)
-        names = [p.split(",") for p in args.pair]
-        if any(len(n) != 2 for n in names):
-            raise ValueError("--pair takes STRONG,WEAK")
-        pairs = [(held_out.resolve(rows, s.strip()), held_out.resolve(rows, w.strip()))
-                 for s, w in names]
+        pairs = held_out.parse_pairs(rows, args.pair)
     except (OSError, ValueError, KeyError) as exc:   # KeyError: a line without its fields
         print(f"routegate eval --held-out: {exc}", file=sys.stderr)
         return 2

@@ -35,7 +35,7 @@ import numpy as np
 
 from classifiers.complexity import ComplexityModel
 from classifiers.dataset import TRAIN_FILES, Row, default_data_dir, load_rows
-from classifiers.held_out import format_held_out, held_out_results, read_held_out, resolve
+from classifiers.held_out import format_held_out, held_out_results, parse_pairs, read_held_out
 from classifiers.outofdomain import Ranker, format_table, group_of, score_held_out, source_pairs
 
 ALPHAS = (1.0, 3.0, 10.0, 30.0, 100.0)
@@ -103,8 +103,7 @@ def run(held_out: Path, pair_names: Sequence[str], n_sample: int, seed: int) -> 
     order = np.random.default_rng(seed).permutation(len(rows))[:n_sample]
     sample = [rows[i] for i in sorted(order)]
     held = read_held_out(held_out)
-    pairs = [(resolve(held, s.strip()), resolve(held, w.strip()))
-             for s, w in (p.split(",") for p in pair_names)]
+    pairs = parse_pairs(held, pair_names)
     y = failure_rate(sample)
     emb, alphas, rankings = {}, {}, {}
     for name, embed in embedders().items():

@@ -50,6 +50,14 @@ def resolve(rows: Sequence[Row], name: str) -> str:
     return found[0]
 
 
+def parse_pairs(rows: Sequence[Row], specs: Sequence[str]) -> list[tuple[str, str]]:
+    """``--pair STRONG,WEAK`` values as the file's model keys; ValueError if malformed."""
+    names = [spec.split(",") for spec in specs]
+    if any(len(n) != 2 for n in names):
+        raise ValueError("--pair takes STRONG,WEAK")
+    return [(resolve(rows, s.strip()), resolve(rows, w.strip())) for s, w in names]
+
+
 def default_pair(rows: Sequence[Row]) -> tuple[str, str]:
     keys = sorted({m for row in rows for m in row.scores})
     mean = {m: float(np.mean([r.scores[m] for r in rows if m in r.scores])) for m in keys}
