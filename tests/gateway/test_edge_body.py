@@ -285,8 +285,10 @@ def test_a_dripping_body_does_not_move_the_deadline(gw: Gateway) -> None:
 
 
 def test_a_response_longer_than_the_body_deadline_completes(gw: Gateway) -> None:
+    # ignore_eos: exactly 10 tokens at 200 ms (about 2 s); a random shorter answer
+    # could end inside the deadline and prove nothing (it did once, in 1.0 s).
     body = {"model": "slowpoke", "messages": [{"role": "user", "content": "go on"}],
-            "max_tokens": 10, "stream": True}
+            "max_tokens": 10, "stream": True, "ignore_eos": True}
     started = time.monotonic()
     with httpx.stream("POST", gw.base_url + "/chat/completions", json=body, timeout=30,
                       headers={"authorization": f"Bearer {TEST_KEY}"}) as response:
