@@ -13,6 +13,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 from budget.pricing import cost_nanousd
+from scheduling.fleet_health import EVERY_S
 from tests.support import TEST_KEY, Gateway, base_config, run_gateway
 
 AUTH = {"authorization": f"Bearer {TEST_KEY}"}
@@ -194,6 +195,13 @@ def breaker_config(sim_url: str, upstream: str, **breaker: object) -> dict:
     return config
 
 
+def past_cooldown(cooldown_s: float = 1.0) -> None:
+    """Wait until the one probe may go: the cooldown, then the fleet loop's grant of
+    the probe at its next poll (every EVERY_S), with room for a busy CI runner.
+    (A bare cooldown + 0.2 s lost that race once in CI: the grant came 0.25 s late.)"""
+    time.sleep(cooldown_s + 2 * EVERY_S + 0.3)
+
+
 def breaker_state(gw: Gateway, model: str = "shaky") -> str:
     return httpx.get(gw.url + "/readyz").json()["breakers"][model]
 
@@ -215,11 +223,11 @@ def test_the_breaker_opens_probes_and_closes(sim_url: str) -> None:
             assert "x-routegate-attempts" not in r.headers
         assert hits() == 2
         assert breaker_state(gw) == "open"
-        time.sleep(1.2)         # cooldown over: one probe goes through, fails, reopens
+        past_cooldown()         # cooldown over: one probe goes through, fails, reopens
         r = post(gw, {"messages": ASK})
         assert r.headers["x-routegate-attempts"] == "shaky:upstream_error,medium:ok"
         assert breaker_state(gw) == "open"
-        time.sleep(1.2)         # the next probe finds the upstream healthy: closed
+        past_cooldown()         # the next probe finds the upstream healthy: closed
         r = post(gw, {"messages": ASK})
         assert r.status_code == 200 and r.headers["x-routegate-model"] == "shaky"
         assert "x-routegate-attempts" not in r.headers
@@ -255,11 +263,11 @@ def test_a_model_failing_on_one_replica_leaves_the_others_and_one_probes_for_all
             time.sleep(0.02)
         print(f"\nB held the model out {time.monotonic() - opened:.3f} s after A opened it")
         assert models(3) == ["medium"] * 6 and hits() == 2   # neither tried it
-        time.sleep(2.5)          # the cooldown is over: one probe for the fleet, which fails
+        past_cooldown(2.0)       # the cooldown is over: one probe for the fleet, which fails
         assert models(4) == ["medium"] * 8
         assert hits() == 3, "more than one replica probed"
         assert breaker_state(a) == breaker_state(b) == "open"
-        time.sleep(2.5)          # the next probe finds the upstream well
+        past_cooldown(2.0)       # the next probe finds the upstream well
         answered = models(4)
         assert answered.count("shaky") >= 1 and hits() == 3 + answered.count("shaky")
         deadline = time.monotonic() + 2
@@ -276,7 +284,7 @@ def test_a_probe_without_a_verdict_releases_the_breaker(sim_url: str) -> None:
     with run_gateway(breaker_config(sim_url, upstream)) as gw:
         for _ in range(2):
             assert post(gw, {"messages": ASK}).headers["x-routegate-model"] == "medium"
-        time.sleep(1.2)
+        past_cooldown()
         rejected = post(gw, {"messages": ASK})
         assert rejected.status_code == 400
         assert rejected.json()["error"]["code"] == "upstream_rejected"
@@ -284,7 +292,7 @@ def test_a_probe_without_a_verdict_releases_the_breaker(sim_url: str) -> None:
         r = post(gw, {"messages": ASK})          # released: this request probes again
         assert r.headers["x-routegate-attempts"] == "shaky:rate_limit_exceeded,medium:ok"
         assert breaker_state(gw) == "resting"    # its retry-after: 1
-        time.sleep(1.2)
+        past_cooldown()                          # the rest is over; the probe is granted
         r = post(gw, {"messages": ASK})          # released again: the probe closes it
         assert r.headers["x-routegate-model"] == "shaky"
         assert breaker_state(gw) == "closed"
