@@ -33,6 +33,11 @@ def test_every_line_once_and_failures_in_the_error_file(prefix: str, tmp_path: P
             assert {r["response"]["status_code"] for r in errors} == {400}
             assert Counter(r["custom_id"] for r in output + errors) == {f"r{i}": 1
                                                                        for i in range(120)}
+            # ``completed`` is written before the batch is retired (its input file let
+            # go, then the active set left), so the status can be seen a moment first.
+            deadline = time.monotonic() + 5
+            while await system.batches.active_ids() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
             assert await system.batches.active_ids() == []
         finally:
             await system.aclose()
