@@ -17,6 +17,7 @@ from classifiers.complexity import ARTIFACT_FORMAT
 from classifiers.dataset import FAMILIES, PRICED_SOURCE, SKILLS, Row
 from classifiers.design import SKILL_SHIFT, PromptMatrix, fold_for_skills, prompt_matrix
 from classifiers.prior import bigram_buckets, closeness, fit_prior, seen_buckets, shape_features
+from classifiers.rarity import build_table, rarity_features
 from classifiers.semantic import Embedder, load_embedder, semantic_meta
 from classifiers.training import TrainConfig, fit_weights
 
@@ -62,18 +63,25 @@ def _offset_table(w: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
 
 
 def _prior_arrays(rows: Sequence[Row], learned: np.ndarray,
-                  quantile: float) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Prior weights, seen bigram buckets and reference count; the training d(x) after shrinking."""
+                  quantile: float) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, str]]:
+    """Prior weights (shape, word rarity), the rarity table, seen bigram buckets and
+    reference count; the training d(x) after shrinking; the table's provenance."""
+    table, provenance = build_table()
+    feats = [features.featurize(row.prompt) for row in rows]
     shape = np.vstack([shape_features(row.prompt) for row in rows])
-    prior_w, prior_b = fit_prior(shape, learned, [f"{row.source}|{row.task}" for row in rows])
-    seen, own = seen_buckets([bigram_buckets(features.featurize(row.prompt)) for row in rows],
-                             features.N_HASH)
+    rarity = np.vstack([rarity_features(f, table) for f in feats])
+    n_shape = shape.shape[1]
+    coef, prior_b = fit_prior(np.hstack([shape, rarity]), learned,
+                              [f"{row.source}|{row.task}" for row in rows],
+                              between=range(n_shape, n_shape + rarity.shape[1]))
+    seen, own = seen_buckets([bigram_buckets(f) for f in feats], features.N_HASH)
     reference = float(np.quantile(own, quantile))
     weight = np.asarray([closeness(int(n), reference) for n in own])
-    prior = shape @ prior_w + prior_b
-    arrays = {"prior_w": prior_w, "prior_b": np.asarray([prior_b]),
+    prior = np.hstack([shape, rarity]) @ coef + prior_b
+    arrays = {"prior_w": coef[:n_shape], "prior_r": coef[n_shape:], "word_zipf": table,
+              "prior_b": np.asarray([prior_b]),
               "seen_bits": np.packbits(seen), "seen_reference": np.asarray([reference])}
-    return arrays, prior + weight * (learned - prior)
+    return arrays, prior + weight * (learned - prior), provenance
 
 
 def build_artifact(rows: Sequence[Row], cfg: TrainConfig, seed: int):
@@ -100,7 +108,7 @@ def assemble_artifact(rows: Sequence[Row], w: dict[str, np.ndarray], cfg: TrainC
     mean_w, mean_c = offset_w[n_fam:].mean(axis=0), float(centers[n_fam:].mean())
     mix[:, -1] -= mean_logit
     learned = logit - mean_logit - (mix @ mean_w - mean_c)
-    prior_arrays, final = _prior_arrays(rows, learned, cfg.closeness_quantile)
+    prior_arrays, final, words = _prior_arrays(rows, learned, cfg.closeness_quantile)
     model_keys = [str(k) for k in w["model_keys"]]
     arrays = {
         "hash_w": w["hash_w"],
@@ -119,6 +127,7 @@ def assemble_artifact(rows: Sequence[Row], w: dict[str, np.ndarray], cfg: TrainC
         "ability": 1.0 / (1.0 + np.exp(-theta)),
     }
     meta = _meta(cfg, seed, final, theta[_weak_index(model_keys, theta)])
+    meta["word_frequency"] = words
     if "semantic_w" in w:
         arrays["semantic_w"] = w["semantic_w"]
         meta["semantic"] = semantic_meta(float(_semantic_terms(w, matrix).mean()))

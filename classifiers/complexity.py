@@ -47,6 +47,7 @@ from classifiers import features
 from classifiers.artifact import read_npz
 from classifiers.length import message_text
 from classifiers.prior import closeness, n_seen_bigrams, shape_features
+from classifiers.rarity import rarity_features
 from classifiers.semantic import semantic_term, try_load_embedder
 
 # v3: d(x) holds the average model's offset and is shrunk toward a shape prior
@@ -104,6 +105,9 @@ class ComplexityModel:
         self._mean_offset_center = float(arrays["mean_offset_center"][0])
         self._prior_w = arrays["prior_w"].astype(np.float64)
         self._prior_b = float(arrays["prior_b"][0])
+        # Word rarity in the prior (classifiers/rarity.py); an artifact without it: none.
+        self._prior_r = arrays["prior_r"].astype(np.float64) if "prior_r" in arrays else None
+        self._word_zipf = arrays["word_zipf"].astype(np.uint8) if "word_zipf" in arrays else None
         self._seen = np.unpackbits(arrays["seen_bits"]).astype(bool)
         self._seen_reference = float(arrays["seen_reference"][0])
         self._semantic = None
@@ -153,9 +157,11 @@ class ComplexityModel:
 
     def shrunk_logit(self, shape: np.ndarray, feats: features.Features,
                      learned: float) -> tuple[float, float]:
-        """(d(x), closeness): the learned logit shrunk toward the shape prior
-        (``shape``: ``shape_features`` of the text)."""
+        """(d(x), closeness): the learned logit shrunk toward the prior on the
+        request's shape (``shape``: ``shape_features`` of the text) and its words' rarity."""
         prior = float(self._prior_w @ shape) + self._prior_b
+        if self._prior_r is not None and self._word_zipf is not None:
+            prior += float(self._prior_r @ rarity_features(feats, self._word_zipf))
         weight = closeness(n_seen_bigrams(feats, self._seen), self._seen_reference)
         return prior + weight * (learned - prior), weight
 

@@ -144,6 +144,19 @@ def _ngram_hashes(raw: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int]]:
     return np.concatenate([words ^ _SALT_UNIGRAM, bigrams, grams]), counts
 
 
+def unigram_bucket(word: str) -> int | None:
+    """The bucket ``featurize`` gives ``word`` (lower-cased) as a unigram; None unless it
+    is a single token (a run of word bytes, or one punctuation byte)."""
+    raw = np.frombuffer(word.lower().encode("utf-8", "replace"), dtype=np.uint8)
+    if raw.size == 0:
+        return None
+    hashes = token_hashes(raw)
+    if hashes.size != 1:
+        return None
+    salted = (hashes ^ _SALT_UNIGRAM) * _KNUTH & _MASK32
+    return int(salted[0] >> np.uint64(32 - HASH_BITS))
+
+
 def _ngram_features(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     if raw.size < 4:  # too short for any byte 4-gram; tokens alone carry nothing useful
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), 0

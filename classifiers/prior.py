@@ -17,10 +17,15 @@ The same weight scales ``confidence``, so low confidence means "far from
 the training data" and escalation on it has a signal.
 
 The prior is fitted within each (source, task) of the training data: task
-means are removed from both sides before the ridge fit, so it learns only
-how difficulty moves with size and shape inside a task (longer, more
-numbers, more operators: harder), which is what carries over to a task the
-model has never seen. Its intercept puts it at the learned mean.
+means are removed from both sides before the ridge fit, so it learns how
+difficulty moves with size and shape inside a task (longer, more numbers,
+more operators: harder), which is what carries over to a task the model has
+never seen. How rare the prompt's words are (``classifiers/rarity.py``)
+also places a task as a whole: what the within-task fit leaves of each
+task's mean difficulty is regressed on its mean rarity, one point per task.
+Left out one task at a time, this places the left-out task's mean better
+(RMSE 0.663 against 0.693 for the shape prior alone, 23 tasks: ``python -m
+classifiers.prior_check``).
 """
 
 from __future__ import annotations
@@ -94,16 +99,27 @@ def seen_buckets(bigrams: Sequence[np.ndarray], n_buckets: int) -> tuple[np.ndar
     return docs >= MIN_DOCS, own
 
 
-def fit_prior(shape: np.ndarray, learned: np.ndarray, groups: Sequence[str]) -> tuple[np.ndarray, float]:
-    """(weights, intercept): within-group ridge of the learned difficulty on shape."""
+def fit_prior(x: np.ndarray, learned: np.ndarray, groups: Sequence[str],
+              between: Sequence[int] = ()) -> tuple[np.ndarray, float]:
+    """(weights, intercept): within-group ridge of the learned difficulty on ``x``, plus,
+    for the columns ``between``, a ridge of what that leaves of the group means on
+    those columns' group means (each group one point)."""
     # Training only: sklearn takes 0.8 s to import, which every gateway start paid.
     from sklearn.linear_model import Ridge
 
-    x, y = shape.copy(), learned.astype(np.float64).copy()
     labels = np.asarray(groups)
-    for group in np.unique(labels):
-        mask = labels == group
-        x[mask] -= x[mask].mean(axis=0)
-        y[mask] -= y[mask].mean()
-    coef = Ridge(alpha=PRIOR_ALPHA, fit_intercept=False).fit(x, y).coef_.astype(np.float64)
-    return coef, float(learned.mean() - shape.mean(axis=0) @ coef)
+    names = np.unique(labels)
+    means = np.vstack([x[labels == g].mean(axis=0) for g in names])
+    targets = np.asarray([learned[labels == g].mean() for g in names], dtype=np.float64)
+    xc, y = x.astype(np.float64).copy(), learned.astype(np.float64).copy()
+    for g, mean, target in zip(names, means, targets, strict=True):
+        mask = labels == g
+        xc[mask] -= mean
+        y[mask] -= target
+    coef = Ridge(alpha=PRIOR_ALPHA, fit_intercept=False).fit(xc, y).coef_.astype(np.float64)
+    if not between:
+        return coef, float(learned.mean() - x.mean(axis=0) @ coef)
+    cols = list(between)
+    level = Ridge(alpha=PRIOR_ALPHA).fit(means[:, cols], targets - means @ coef)
+    coef[cols] += level.coef_
+    return coef, float(level.intercept_)
