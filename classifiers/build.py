@@ -16,8 +16,8 @@ from classifiers import features
 from classifiers.complexity import ARTIFACT_FORMAT
 from classifiers.dataset import FAMILIES, PRICED_SOURCE, SKILLS, Row
 from classifiers.design import SKILL_SHIFT, PromptMatrix, fold_for_skills, prompt_matrix
-from classifiers.prior import bigram_buckets, closeness, fit_prior, seen_buckets, shape_features
-from classifiers.rarity import build_table, rarity_features
+from classifiers.prior import bigram_buckets, closeness, fit_prior, prior_inputs, seen_buckets
+from classifiers.rarity import build_table
 from classifiers.semantic import Embedder, load_embedder, semantic_meta
 from classifiers.training import TrainConfig, fit_weights
 
@@ -67,17 +67,15 @@ def _prior_arrays(rows: Sequence[Row], learned: np.ndarray,
     """Prior weights (shape, word rarity), the rarity table, seen bigram buckets and
     reference count; the training d(x) after shrinking; the table's provenance."""
     table, provenance = build_table()
-    feats = [features.featurize(row.prompt) for row in rows]
-    shape = np.vstack([shape_features(row.prompt) for row in rows])
-    rarity = np.vstack([rarity_features(f, table) for f in feats])
-    n_shape = shape.shape[1]
-    coef, prior_b = fit_prior(np.hstack([shape, rarity]), learned,
+    feats, shape, rarity = prior_inputs([row.prompt for row in rows], table)
+    n_shape, x = shape.shape[1], np.hstack([shape, rarity])
+    coef, prior_b = fit_prior(x, learned,
                               [f"{row.source}|{row.task}" for row in rows],
                               between=range(n_shape, n_shape + rarity.shape[1]))
     seen, own = seen_buckets([bigram_buckets(f) for f in feats], features.N_HASH)
     reference = float(np.quantile(own, quantile))
     weight = np.asarray([closeness(int(n), reference) for n in own])
-    prior = np.hstack([shape, rarity]) @ coef + prior_b
+    prior = x @ coef + prior_b
     arrays = {"prior_w": coef[:n_shape], "prior_r": coef[n_shape:], "word_zipf": table,
               "prior_b": np.asarray([prior_b]),
               "seen_bits": np.packbits(seen), "seen_reference": np.asarray([reference])}

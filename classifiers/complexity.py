@@ -106,8 +106,8 @@ class ComplexityModel:
         self._prior_w = arrays["prior_w"].astype(np.float64)
         self._prior_b = float(arrays["prior_b"][0])
         # Word rarity in the prior (classifiers/rarity.py); an artifact without it: none.
-        self._prior_r = arrays["prior_r"].astype(np.float64) if "prior_r" in arrays else None
-        self._word_zipf = arrays["word_zipf"].astype(np.uint8) if "word_zipf" in arrays else None
+        self._rarity = ((arrays["prior_r"].astype(np.float64), arrays["word_zipf"].astype(np.uint8))
+                        if "prior_r" in arrays else None)   # (weights, table)
         self._seen = np.unpackbits(arrays["seen_bits"]).astype(bool)
         self._seen_reference = float(arrays["seen_reference"][0])
         self._semantic = None
@@ -160,8 +160,8 @@ class ComplexityModel:
         """(d(x), closeness): the learned logit shrunk toward the prior on the
         request's shape (``shape``: ``shape_features`` of the text) and its words' rarity."""
         prior = float(self._prior_w @ shape) + self._prior_b
-        if self._prior_r is not None and self._word_zipf is not None:
-            prior += float(self._prior_r @ rarity_features(feats, self._word_zipf))
+        if self._rarity is not None:
+            prior += float(self._rarity[0] @ rarity_features(feats, self._rarity[1]))
         weight = closeness(n_seen_bigrams(feats, self._seen), self._seen_reference)
         return prior + weight * (learned - prior), weight
 

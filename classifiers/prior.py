@@ -36,7 +36,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from classifiers import features
 from classifiers.features import Features, bounded_window
+from classifiers.rarity import rarity_features
 
 MIN_DOCS = 2  # a bucket seen in one training prompt only says nothing general
 PRIOR_ALPHA = 1.0
@@ -97,6 +99,14 @@ def seen_buckets(bigrams: Sequence[np.ndarray], n_buckets: int) -> tuple[np.ndar
     # A training prompt's own occurrence does not count as evidence for it.
     own = np.asarray([np.count_nonzero(docs[b] - 1 >= MIN_DOCS) for b in unique])
     return docs >= MIN_DOCS, own
+
+
+def prior_inputs(prompts: Sequence[str], table: np.ndarray
+                 ) -> tuple[list[Features], np.ndarray, np.ndarray]:
+    """(featurized prompts, their shape features, their word rarity) for fitting the prior."""
+    feats = [features.featurize(p) for p in prompts]
+    shape = np.vstack([shape_features(p) for p in prompts])
+    return feats, shape, np.vstack([rarity_features(f, table) for f in feats])
 
 
 def fit_prior(x: np.ndarray, learned: np.ndarray, groups: Sequence[str],

@@ -20,11 +20,10 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
-from classifiers import features
 from classifiers.complexity import ComplexityModel
 from classifiers.dataset import TRAIN_FILES, default_data_dir, load_rows
-from classifiers.prior import fit_prior, shape_features
-from classifiers.rarity import build_table, rarity_features
+from classifiers.prior import fit_prior, prior_inputs
+from classifiers.rarity import build_table
 
 
 def task_levels(x: np.ndarray, learned: np.ndarray, groups: np.ndarray,
@@ -46,10 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = load_rows(args.data or default_data_dir(), TRAIN_FILES)
     model = ComplexityModel.load()
     table, _ = build_table()
-    feats = [features.featurize(row.prompt) for row in rows]
+    feats, shape, rarity = prior_inputs([row.prompt for row in rows], table)
     learned = np.asarray([model.raw_parts(f)[0] for f in feats])
-    shape = np.vstack([shape_features(row.prompt) for row in rows])
-    rarity = np.vstack([rarity_features(f, table) for f in feats])
     groups = np.asarray([f"{row.source}|{row.task}" for row in rows])
     n = shape.shape[1]
     designs: dict[str, tuple[np.ndarray, Sequence[int]]] = {"shape, within tasks": (shape, ()),

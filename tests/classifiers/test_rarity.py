@@ -54,9 +54,7 @@ def test_an_artifact_without_rarity_keeps_the_shape_prior() -> None:
     old = ComplexityModel({k: v for k, v in arrays.items() if k not in ("prior_r", "word_zipf")},
                           meta)
     new = ComplexityModel(arrays, meta)
-    feats = features.featurize("What is the capital of France?")
-    shape = np.asarray(new._prior_w)  # same weights on shape in both
-    assert np.array_equal(shape, old._prior_w)
-    assert old.score("What is the capital of France?").logit != \
-        new.score("What is the capital of France?").logit
-    assert feats.n_words > 0
+    assert np.array_equal(new._prior_w, old._prior_w)  # same weights on shape in both
+    question = "What is the capital of France?"
+    assert features.featurize(question).n_words > 0
+    assert old.score(question).logit != new.score(question).logit
