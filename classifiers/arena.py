@@ -2,6 +2,8 @@
 
     python -m classifiers.arena DIR > arena_chat.jsonl
     routegate eval --held-out arena_chat.jsonl --pair gpt-4-1106-preview,Mixtral-8x7B-Instruct-v0.1
+    python -m classifiers.arena fastchat/eval/table > vicuna_chat.jsonl
+    routegate eval --held-out vicuna_chat.jsonl --pair gpt35@vicuna-13b,vicuna-13b@gpt35
 
 The shared routing data holds benchmark questions only: no chat. Arena-Bench
 v1 (``data/arena-bench-v1`` in the public ``lmarena/arena-hard-auto``
@@ -12,6 +14,18 @@ against a reference answer on a 1–10 scale (``model_judgment/<model>.jsonl``:
 (``question.jsonl`` and ``model_judgment/``); nothing of it is in this
 repository. A grade becomes a score in [0, 1] as (grade − 1) / 9; a missing
 or failed grade (-1) is no outcome.
+
+``DIR`` may instead be ``fastchat/eval/table`` of the public
+``lm-sys/FastChat`` repository as of commit 6ed0394d (the Vicuna benchmark,
+later removed there): 80 short first-turn questions in nine categories
+(``question.jsonl``: ``{"question_id", "text", "category"}``), seven models'
+answers (``answer/answer_<model>.jsonl``) and GPT-4's reviews of two answers
+at a time (``review/<dir>/review_<a>_<b>.jsonl``: ``"score": [a's, b's]``,
+1–10). Two grades are comparable only within one review, so a model's grade
+is named by its opponent there: ``gpt35@vicuna-13b`` is gpt35's grade in its
+reviews against vicuna-13b, and a pair is ``gpt35@vicuna-13b,vicuna-13b@gpt35``.
+The category is the row's task. Reviews by gpt-3.5-turbo (the folders named
+``gpt-3.5-turbo_review*``) are left out.
 
 The lines written are in the shared data's format (``prompt``, ``task``,
 ``source``, ``scores``) that ``routegate eval --held-out`` reads. They are
@@ -26,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 SOURCE = "arena-bench-v1"
+VICUNA_SOURCE = "vicuna-bench"
 TASK = "chat"
 MAX_GRADE = 10.0
 
@@ -63,14 +78,59 @@ def arena_rows(directory: Path) -> list[dict[str, Any]]:
             for qid, prompt in prompts.items() if qid in scores]
 
 
+def _review_grades(path: Path, model_of: dict[str, str]) -> list[tuple[str, str, float]]:
+    """(question id, model@opponent, score) of each usable grade in one review file."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            review = json.loads(line) if line.strip() else {}
+            first, second = (model_of.get(str(review.get(k))) for k in ("answer1_id", "answer2_id"))
+            grades = review.get("score")
+            if not (first and second and isinstance(grades, list) and len(grades) == 2):
+                continue
+            for model, opponent, grade in ((first, second, grades[0]), (second, first, grades[1])):
+                score = _grade({"score": grade})
+                if score is not None:
+                    out.append((str(review.get("question_id")), f"{model}@{opponent}", score))
+    return out
+
+
+def vicuna_rows(table: Path) -> list[dict[str, Any]]:
+    """One routing-format row per Vicuna-benchmark question with a grade, in question order."""
+    questions: dict[str, dict[str, Any]] = {}
+    with open(table / "question.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                q = json.loads(line)
+                questions[str(q["question_id"])] = q
+    model_of: dict[str, str] = {}   # answer id -> the answer file's model name
+    for path in sorted((table / "answer").glob("answer_*.jsonl")):
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    model_of[str(json.loads(line)["answer_id"])] = path.stem[len("answer_"):]
+    scores: dict[str, dict[str, float]] = {}
+    for path in sorted((table / "review").glob("*/review_*.jsonl")):
+        if not path.parent.name.startswith("gpt-3.5-turbo_review"):   # GPT-4's reviews only
+            for qid, model, score in _review_grades(path, model_of):
+                if qid in questions:
+                    scores.setdefault(qid, {})[model] = score
+    return [{"id": qid, "source": VICUNA_SOURCE, "task": str(q.get("category") or TASK),
+             "prompt": str(q["text"]), "scores": scores[qid]}
+            for qid, q in questions.items() if qid in scores]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or not (Path(args[0]) / "question.jsonl").is_file():
+    folder = Path(args[0]) if len(args) == 1 else None
+    if folder is None or not (folder / "question.jsonl").is_file():
         print("usage: python -m classifiers.arena DIR   (DIR: data/arena-bench-v1 of "
-              "lmarena/arena-hard-auto, with question.jsonl and model_judgment/)",
+              "lmarena/arena-hard-auto, with question.jsonl and model_judgment/; or "
+              "fastchat/eval/table of lm-sys/FastChat at 6ed0394d, with review/)",
               file=sys.stderr)
         return 2
-    for row in arena_rows(Path(args[0])):
+    rows = vicuna_rows(folder) if (folder / "review").is_dir() else arena_rows(folder)
+    for row in rows:
         sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
     return 0
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from classifiers.arena import arena_rows
+from classifiers.arena import arena_rows, vicuna_rows
 from classifiers.arena import main as arena_main
 from classifiers.commands import main
 from classifiers.dataset import Row
@@ -41,6 +41,55 @@ def test_arena_rows_map_grades_and_drop_failed_ones(tmp_path):
     assert rows[0]["scores"] == {"gpt-4": 1.0, "Mixtral-8x7B": pytest.approx(4 / 9)}
     assert rows[3]["scores"] == {"Mixtral-8x7B": pytest.approx(2 / 9)}   # -1: no outcome
     assert {(r["source"], r["task"]) for r in rows} == {("arena-bench-v1", "chat")}
+
+
+def _vicuna(tmp_path: Path) -> Path:
+    """FastChat's ``eval/table`` layout: questions, answers, and GPT-4's pairwise reviews."""
+    root = tmp_path / "table"
+    (root / "answer").mkdir(parents=True)
+    questions = [{"question_id": i, "text": f"question {i}", "category": c}
+                 for i, c in ((1, "generic"), (2, "math"), (3, "coding"))]
+    (root / "question.jsonl").write_text("\n".join(json.dumps(q) for q in questions) + "\n")
+    for model in ("gpt35", "vicuna-13b", "llama-13b"):
+        (root / "answer" / f"answer_{model}.jsonl").write_text("\n".join(
+            json.dumps({"answer_id": f"{model}-{i}", "question_id": i, "text": "..."})
+            for i in (1, 2, 3)) + "\n")
+
+    def review(folder: str, a: str, b: str, grades: list[list[float]]) -> None:
+        (root / "review" / folder).mkdir(parents=True, exist_ok=True)
+        lines = [json.dumps({"question_id": i, "answer1_id": f"{a}-{i}", "answer2_id": f"{b}-{i}",
+                             "score": g}) for i, g in zip((1, 2, 3), grades, strict=True)]
+        lines.append(json.dumps({"question_id": 9, "answer1_id": "x", "answer2_id": "y",
+                                 "score": [1, 1]}))              # unknown answers: skipped
+        (root / "review" / folder / f"review_{a}_{b}.jsonl").write_text("\n".join(lines) + "\n")
+
+    review("vicuna-13b", "gpt35", "vicuna-13b", [[9, 8.5], [10, 1], [-1, 7]])
+    review("vicuna-13b", "llama-13b", "vicuna-13b", [[3, 9], [1, 2], [2, 8]])
+    review("gpt-3.5-turbo_review_vicuna-13b", "gpt35", "vicuna-13b", [[1, 1], [1, 1], [1, 1]])
+    return root
+
+
+def test_vicuna_rows_name_each_grade_by_its_opponent(tmp_path):
+    rows = vicuna_rows(_vicuna(tmp_path))
+    assert [(r["id"], r["task"], r["prompt"]) for r in rows] == [
+        ("1", "generic", "question 1"), ("2", "math", "question 2"), ("3", "coding", "question 3")]
+    assert {r["source"] for r in rows} == {"vicuna-bench"}
+    # GPT-4's review only: the gpt-3.5-turbo folder's all-1 grades are not read.
+    assert rows[1]["scores"] == {"gpt35@vicuna-13b": 1.0, "vicuna-13b@gpt35": 0.0,
+                                 "llama-13b@vicuna-13b": 0.0, "vicuna-13b@llama-13b": pytest.approx(1 / 9)}
+    assert rows[0]["scores"]["vicuna-13b@gpt35"] == pytest.approx(7.5 / 9)
+    assert "gpt35@vicuna-13b" not in rows[2]["scores"]          # a failed grade (-1): no outcome
+    assert rows[2]["scores"]["vicuna-13b@gpt35"] == pytest.approx(6 / 9)
+
+
+def test_eval_held_out_reads_the_vicuna_layout(tmp_path, capsys):
+    out = tmp_path / "vicuna.jsonl"
+    with open(out, "w") as sink, contextlib.redirect_stdout(sink):
+        assert arena_main([str(_vicuna(tmp_path))]) == 0
+    assert main(["eval", "--held-out", str(out), "--pair", "gpt35@vicuna-13b,vicuna-13b@gpt35"]) == 0
+    assert "gpt35@vicuna-13b vs vicuna-13b@gpt35" in capsys.readouterr().out
+    assert arena_main([str(tmp_path / "nothing-here")]) == 2
+    assert "fastchat/eval/table" in capsys.readouterr().err
 
 
 def _rows(gains: list[float], lengths: list[int]) -> list[Row]:
