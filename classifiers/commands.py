@@ -57,6 +57,8 @@ def register(subparsers) -> None:
     ev.add_argument("--pair", action="append", default=[], metavar="STRONG,WEAK",
                     help="with --held-out, a model pair to score (repeatable; default: the "
                          "file's strongest and weakest by mean score)")
+    ev.add_argument("--bootstrap", type=int, default=1000, metavar="DRAWS",
+                    help="with --held-out, resamples for the 95%% intervals (0: none)")
     ev.set_defaults(func=run_eval)
 
     classify = subparsers.add_parser(
@@ -161,7 +163,8 @@ def run_held_out(args: argparse.Namespace) -> int:
     models = {"current": ComplexityModel.load(args.artifact)}
     if args.learned is not None:
         models["learned"] = ComplexityModel.load(args.learned)
-    results = held_out.held_out_results(rows, pairs or [held_out.default_pair(rows)], models)
+    results = held_out.held_out_results(rows, pairs or [held_out.default_pair(rows)], models,
+                                        draws=max(0, min(args.bootstrap, 100_000)))
     print(held_out.format_held_out(results, f"{args.held_out.name}, {len(rows)} prompts"))
     return 0
 

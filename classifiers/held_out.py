@@ -12,19 +12,29 @@ in expectation), as in the out-of-domain table of
 ``classifiers/outofdomain.py``. A pair is given by the models' names as they
 are in the file; without one, the file's strongest and weakest models by
 mean score.
+
+A few hundred prompts give a wide APGR, so each is shown with a 95%
+bootstrap interval over the pair's prompts, and each ranking's difference
+from length with one too. The draws are seeded and the same for every
+ranking of a pair (paired), so a difference's interval is narrower than the
+two rankings' own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from classifiers.complexity import ComplexityModel
 from classifiers.dataset import Row, load_rows
+from classifiers.evaluation import apgr_cpt
 from classifiers.outofdomain import pair_gap, ranking_apgr
+
+BOOTSTRAP_DRAWS = 1000
+BOOTSTRAP_SEED = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +44,9 @@ class HeldOutResult:
     prompts: int
     gap: float
     apgr: dict[str, float]   # ranking name -> APGR
+    # ranking name -> 95% bootstrap interval of its APGR, and of its APGR minus length's
+    interval: dict[str, tuple[float, float]] = field(default_factory=dict)
+    versus_length: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def read_held_out(path: Path) -> list[Row]:
@@ -66,20 +79,49 @@ def default_pair(rows: Sequence[Row]) -> tuple[str, str]:
 
 def held_out_results(rows: Sequence[Row], pairs: Sequence[tuple[str, str]],
                      models: dict[str, ComplexityModel],
-                     rankings: dict[str, np.ndarray] | None = None) -> list[HeldOutResult]:
+                     rankings: dict[str, np.ndarray] | None = None,
+                     draws: int = BOOTSTRAP_DRAWS) -> list[HeldOutResult]:
     """Per pair, the APGR of each model's ``difficulty``, of each of ``rankings``
-    (one value per row, higher = to the strong model first), of length and random."""
+    (one value per row, higher = to the strong model first), of length and random;
+    with ``draws`` > 0, bootstrap intervals of each and of its lead over length."""
     prompts = [row.prompt for row in rows]
     rankings = {**{name: np.asarray([m.score(p).difficulty for p in prompts])
                    for name, m in models.items()}, **(rankings or {})}
     rankings["length"] = np.asarray([len(p) for p in prompts], dtype=float)
     results = []
     for strong, weak in pairs:
-        both = [r for r in rows if strong in r.scores and weak in r.scores]
+        both = [i for i, r in enumerate(rows) if strong in r.scores and weak in r.scores]
         apgr = {name: ranking_apgr(values, rows, strong, weak) for name, values in rankings.items()}
+        interval, versus = _intervals({k: v[both] for k, v in rankings.items()},
+                                      np.asarray([rows[i].scores[strong] for i in both]),
+                                      np.asarray([rows[i].scores[weak] for i in both]), draws)
         results.append(HeldOutResult(strong, weak, len(both), pair_gap(rows, strong, weak),
-                                     {**apgr, "random": 0.5}))
+                                     {**apgr, "random": 0.5}, interval, versus))
     return results
+
+
+def _intervals(rankings: dict[str, np.ndarray], strong: np.ndarray, weak: np.ndarray,
+               draws: int) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float]]]:
+    """95% percentile intervals over ``draws`` resamples of the prompts, the same
+    resamples for every ranking: of each APGR, and of each minus length's."""
+    n = len(strong)
+    if draws <= 0 or n < 2:
+        return {}, {}
+    samples = {name: np.empty(draws) for name in rankings}
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    for d in range(draws):
+        idx = rng.integers(0, n, n)
+        s, w = strong[idx], weak[idx]
+        for name, values in rankings.items():
+            samples[name][d] = (0.5 if np.isclose(s.mean(), w.mean())
+                                else apgr_cpt(np.argsort(-values[idx], kind="stable"), s, w)[0])
+
+    def bounds(x: np.ndarray) -> tuple[float, float]:
+        lo, hi = np.percentile(x, [2.5, 97.5])
+        return float(lo), float(hi)
+
+    return ({name: bounds(x) for name, x in samples.items()},
+            {name: bounds(x - samples["length"]) for name, x in samples.items() if name != "length"})
 
 
 def format_held_out(results: Sequence[HeldOutResult], title: str) -> str:
@@ -93,4 +135,19 @@ def format_held_out(results: Sequence[HeldOutResult], title: str) -> str:
         pair = f"{r.strong.split('/', 1)[-1]} vs {r.weak.split('/', 1)[-1]}"
         lines.append(f"{pair:<58} {r.prompts:7d} {r.gap:6.3f} "
                      + " ".join(f"{r.apgr[k]:{width[k]}.3f}" for k in labels))
+    if any(r.interval for r in results):
+        lines += ["", "95% bootstrap intervals over each pair's prompts (the same draws for "
+                      "every ranking), of the APGR and of its lead over length:"]
+        lines += [_interval_line(r) for r in results]
     return "\n".join(lines)
+
+
+def _interval_line(r: HeldOutResult) -> str:
+    cells = []
+    for name, (lo, hi) in r.interval.items():
+        cell = f"{name} {lo:.2f} to {hi:.2f}"
+        if name in r.versus_length:
+            a, b = r.versus_length[name]
+            cell += f" (vs length {a:+.2f} to {b:+.2f})"
+        cells.append(cell)
+    return f"  {r.strong.split('/', 1)[-1]} vs {r.weak.split('/', 1)[-1]}: " + "; ".join(cells)

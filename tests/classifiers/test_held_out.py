@@ -105,6 +105,27 @@ def test_held_out_apgr_follows_the_gain():
     assert aligned[0].apgr["random"] == 0.5 and aligned[0].prompts == 20
 
 
+def test_bootstrap_intervals_bracket_the_apgr_and_narrow_with_more_prompts():
+    rng = np.random.default_rng(1)
+
+    def result(n: int):
+        gains = list(rng.random(n))
+        rows = _rows(gains, list(rng.integers(20, 60, n)))     # length: unrelated to the gain
+        noisy = np.asarray(gains) + rng.normal(0, 0.3, n)       # a ranking that reads the gain
+        return held_out_results(rows, [("f/strong", "f/weak")], {}, {"reads": noisy})[0]
+
+    small, large = result(40), result(400)
+    for r in (small, large):
+        lo, hi = r.interval["reads"]
+        assert lo <= r.apgr["reads"] <= hi and set(r.interval) == {"reads", "length"}
+        assert r.versus_length["reads"][0] > 0       # paired: clearly ahead of length
+        assert "length" not in r.versus_length
+    width = {id(r): r.interval["length"][1] - r.interval["length"][0] for r in (small, large)}
+    assert width[id(large)] < 0.6 * width[id(small)]
+    none = held_out_results(_rows([0.5, 0.2, 0.1], [1, 2, 3]), [("f/strong", "f/weak")], {}, draws=0)
+    assert none[0].interval == {} and none[0].versus_length == {}
+
+
 def test_pairs_resolve_by_short_name_and_default_to_extremes():
     rows = _rows([0.5, 0.2], [10, 20])
     assert resolve(rows, "weak") == "f/weak"
@@ -120,6 +141,10 @@ def test_eval_held_out_end_to_end(tmp_path, capsys):
     assert main(["eval", "--held-out", str(out), "--pair", "gpt-4,Mixtral-8x7B"]) == 0
     table = capsys.readouterr().out
     assert "gpt-4 vs Mixtral-8x7B" in table and "current" in table and "length" in table
+    assert "95% bootstrap intervals" in table and "(vs length" in table
+    assert main(["eval", "--held-out", str(out), "--pair", "gpt-4,Mixtral-8x7B",
+                 "--bootstrap", "0"]) == 0
+    assert "bootstrap" not in capsys.readouterr().out
     assert main(["eval", "--held-out", str(out), "--pair", "gpt-4,nobody"]) == 2
     assert "'nobody' is not in the file" in capsys.readouterr().err
 
