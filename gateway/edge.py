@@ -55,6 +55,7 @@ CALLER = "routegate.caller"       # the team key's Caller
 ADMIN = "routegate.admin"         # True: the admin key or a /ui session was checked
 SMALL_BODY = 64 * 1024            # JSON specs, limits, forms: nothing legitimate is bigger
 LOGIN_BODY = 4 * 1024             # one form field
+FEEDBACK_BODY = 4 * 1024          # a request id and a score
 FORM_OVERHEAD = 64 * 1024         # multipart boundaries and fields around an upload
 SESSION_COOKIE = "routegate_ui"
 
@@ -101,7 +102,8 @@ def build_gates(config: GatewayConfig) -> Gates:
                ("POST", "/ui/logout"): Gate(Access.OPEN, LOGIN_BODY),
                ("GET", "/admin/overview"): Gate(Access.ADMIN_OR_SESSION),
                ("GET", "/admin/history"): Gate(Access.ADMIN_OR_SESSION),
-               ("GET", "/metrics"): Gate(Access.METRICS)},
+               ("GET", "/metrics"): Gate(Access.METRICS),
+               ("POST", "/v1/feedback"): Gate(Access.TEAM, FEEDBACK_BODY)},
         prefixes=(("/v1/files", team), ("/v1/batches", team), ("/v1/models", team),
                   ("/v1/usage", team), ("/v1/responses", team), ("/admin", admin)))
 

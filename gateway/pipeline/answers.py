@@ -39,17 +39,26 @@ def completion_message(data: Any) -> tuple[dict[str, Any], str | None, list[floa
             _token_logprobs(choice.get("logprobs")))
 
 
+MAX_TOOL_CALLS = 128   # tool-call indexes an assembled answer keeps (upstream-supplied)
+
+
 def _merge_tool_calls(calls: dict[int, dict[str, Any]], deltas: Any) -> None:
+    """Add a delta's tool-call pieces; a malformed piece (the upstream's) is skipped."""
     for delta in deltas if isinstance(deltas, list) else ():
         if not isinstance(delta, dict):
             continue
-        call = calls.setdefault(int(delta.get("index") or 0),
-                                {"type": "function", "function": {"name": "", "arguments": ""}})
-        if delta.get("id"):
-            call["id"] = delta["id"]
+        index = delta.get("index") or 0
         fn = delta.get("function") or {}
-        call["function"]["name"] += fn.get("name") or ""
-        call["function"]["arguments"] += fn.get("arguments") or ""
+        if (isinstance(index, bool) or not isinstance(index, int) or not isinstance(fn, dict)
+                or not 0 <= index < MAX_TOOL_CALLS):
+            continue
+        call = calls.setdefault(index, {"type": "function",
+                                        "function": {"name": "", "arguments": ""}})
+        if isinstance(delta.get("id"), str) and delta["id"]:
+            call["id"] = delta["id"]
+        for part in ("name", "arguments"):
+            if isinstance(fn.get(part), str):
+                call["function"][part] += fn[part]
 
 
 def stream_message(events: list[SSEEvent]) -> tuple[dict[str, Any], str | None, list[float]]:
@@ -58,10 +67,13 @@ def stream_message(events: list[SSEEvent]) -> tuple[dict[str, Any], str | None, 
     calls: dict[int, dict[str, Any]] = {}
     finish, logprobs = None, []
     for event in events:
-        for choice in (event.data or {}).get("choices") or ():
+        data = event.data if isinstance(event.data, dict) else {}
+        choices = data.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
-            delta = choice.get("delta") or {}
+            delta = choice.get("delta")
+            delta = delta if isinstance(delta, dict) else {}
             if isinstance(delta.get("content"), str):
                 content.append(delta["content"])
             _merge_tool_calls(calls, delta.get("tool_calls"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.responses import Response
-from pydantic import Field
+from pydantic import Field, field_validator
 from redis.exceptions import RedisError
 
 from core.errors import Conflict, NotFound, PermissionDenied, ServiceUnavailable
@@ -30,6 +30,14 @@ router = APIRouter()
 class Feedback(Strict):
     request_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
     score: float = Field(ge=0, le=1, allow_inf_nan=False)
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _a_json_number(cls, value: object) -> object:
+        # pydantic's lax mode reads true as 1.0 and "0.5" as 0.5: a score is a number.
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError("score must be a number from 0 to 1")
+        return value
 
 
 @router.post("/v1/feedback")

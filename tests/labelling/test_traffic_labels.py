@@ -113,11 +113,19 @@ def test_feedback_is_for_the_teams_own_recent_answers_only(learning) -> None:
     with pytest.raises(openai.NotFoundError) as unknown:
         give(client, "req_000000000000000000000000", 1.0)
     assert unknown.value.body["param"] == "request_id"   # type: ignore[index]
-    for bad in (1.5, -0.1, "good", None):
+    for bad in (1.5, -0.1, "good", None, True, "0.5", [0.5]):
         with pytest.raises(openai.BadRequestError):
             give(client, rid, bad)
     r = httpx.post(gw.base_url + "/feedback", json={"request_id": rid, "score": 1})
     assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
+    # The key is checked before the body is read, and the body is small.
+    big = b'{"request_id": "' + b"x" * 8000 + b'", "score": 1}'
+    r = httpx.post(gw.base_url + "/feedback", content=big,
+                   headers={"content-type": "application/json"})
+    assert r.status_code == 401
+    r = httpx.post(gw.base_url + "/feedback", content=big,
+                   headers={"content-type": "application/json", "authorization": f"Bearer {TEST_KEY}"})
+    assert r.status_code == 413 and r.json()["error"]["type"] == "invalid_request_error"
 
 
 def test_a_team_with_feedback_elsewhere_cannot_score_this_teams_answer(sim_url: str) -> None:
