@@ -99,6 +99,17 @@ def exact_scores(body: dict[str, Any], served: dict[str, Any],
     return (1.0, 1.0) if math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12) else (0.0, 1.0)
 
 
+def checkable(body: dict[str, Any], served: dict[str, Any]) -> bool:
+    """Whether ``exact_scores`` can read the served answer's form (a tool call, JSON
+    asked for, a final number), so that a shadow of it can be scored without a judge."""
+    if _calls(served) != []:
+        return True
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"):
+        return True
+    return final_number(served.get("content")) is not None
+
+
 def judge_messages(prompt: str, first: str, second: str) -> list[dict[str, str]]:
     cut = MAX_JUDGED_CHARS
     return [{"role": "system", "content": JUDGE_SYSTEM},

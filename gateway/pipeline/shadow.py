@@ -7,14 +7,21 @@ and kept as labels for ``routegate learn`` (``teams[].shadow``, core/learning_co
   (200) by a model other than ``shadow.model``. A stream is sampled when
   its model is chosen (``sample_stream``), so that the relay keeps its
   events; its answer is assembled from them once the client has it all.
-- **How many**: exactly every 1/``rate``-th of those per replica (a credit
-  grows by ``rate`` per eligible request and a shadow spends 1), so a
-  replica never runs more than ``rate`` × its traffic, plus one; at most
-  ``MAX_IN_FLIGHT`` at once, none for a team past its soft limit, the others
-  skipped and counted. The shadow may write as much as the client allowed
-  (``max_tokens``), or, when it set nothing, twice what the served model wrote
-  (at least ``MIN_OUTPUT_CAP``); each judge call writes ``JUDGE_MAX_TOKENS``
-  on a prompt of both answers, each cut to ``MAX_JUDGED_CHARS``.
+- **How many**: at most every 1/``rate``-th of those per replica (a credit
+  grows by ``rate`` per eligible request and a shadow spends 1), and only
+  while the team's *allowance* on this replica is not spent: every eligible
+  answer adds ``rate`` × what it would have cost at the shadow model's
+  prices, a shadow takes its worst case (the prompt, and its ``max_tokens``,
+  at the batch price) and gives back what it did not spend. So a replica's
+  shadow spend never passes ``rate`` × its traffic × (shadow price ÷ served
+  price) plus one shadow's worst case, whatever the answers' lengths. At most
+  ``MAX_IN_FLIGHT`` at once, none for a team past its soft limit, and
+  without a ``judge`` none of an answer whose form cannot be checked; the
+  others skipped and counted. The shadow may write twice what the served
+  model wrote (at least ``MIN_OUTPUT_CAP``), and no more than the client
+  allowed (``max_tokens``); an answer it had to cut short is no label. Each
+  judge call writes ``JUDGE_MAX_TOKENS`` on a prompt of both answers, each
+  cut to ``MAX_JUDGED_CHARS``; the judge's cost is on top.
 - **How**: through ``run_line``, the whole pipeline, in the batch pool:
   the team's budget is reserved and settled for the shadow and the judge
   calls at the batch price, as for a batch line; they leave no labels of
@@ -41,12 +48,20 @@ from backends.sse import SSEEvent
 from classifiers.complexity import conversation_text
 from core.learning_config import ShadowConfig
 from gateway.auth import Caller
+from gateway.money.pricing import cost_usd, pool_rate
 from gateway.pipeline.answers import completion_message
 from gateway.pipeline.outcome import Outcome
 from gateway.pipeline.request import CHAT, ModelRequest
 from gateway.pipeline.serve import run_line
 from gateway.protocols.openai_chat import CHAT_DOOR
-from labelling.compare import JUDGE_MAX_TOKENS, exact_scores, judge_messages, message_text, verdict
+from labelling.compare import (
+    JUDGE_MAX_TOKENS,
+    checkable,
+    exact_scores,
+    judge_messages,
+    message_text,
+    verdict,
+)
 
 if TYPE_CHECKING:
     from gateway.state import AppState
@@ -54,7 +69,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("routegate.shadow")
 
 MAX_IN_FLIGHT = 16
-MIN_OUTPUT_CAP = 256     # the shadow's max_tokens when the client set none
+MIN_OUTPUT_CAP = 32      # the least the shadow may write, whatever was served
 SHADOW = "shadow"
 
 
@@ -62,9 +77,10 @@ SHADOW = "shadow"
 class Shadows:
     gw: AppState
     compared: int = 0          # shadows that became labels
-    skipped: int = 0           # sampled, but too many in flight or labels off
+    skipped: int = 0           # sampled, but too many in flight, labels off, or not affordable
     failed: int = 0            # the shadow or judge call failed, or nothing to compare
     _credit: dict[str, float] = field(default_factory=dict)
+    _allowance: dict[str, float] = field(default_factory=dict)   # team -> USD it may spend
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _closed: bool = False
 
@@ -89,22 +105,29 @@ class Shadows:
         """After the answer: a stream comes with an ``answer`` only when it was
         sampled (``sample_stream``); a JSON answer is sampled here."""
         shadow = caller.team.shadow
-        if (shadow is None or req is None or answer is None or o.status != 200
+        if (shadow is None or req is None or o.status != 200
                 or not _eligible(req, shadow, o.model)):
             return
-        if not req.stream and not self._take(caller.team.name, shadow.rate):
+        team, model = caller.team.name, self.gw.config.model(shadow.model)
+        self._allowance[team] = self._allowance.get(team, 0.0) + shadow.rate * cost_usd(
+            model, o.prompt_tokens, o.completion_tokens)
+        if answer is None or (not req.stream and not self._take(team, shadow.rate)):
             return
+        cap = max(MIN_OUTPUT_CAP, 2 * o.completion_tokens)   # twice what was served
+        cap = min(cap, req.max_tokens) if req.max_tokens else cap
+        worst = cost_usd(model, o.prompt_tokens, cap, pool_rate(self.gw.config, "batch"))
         if (len(self._tasks) >= MAX_IN_FLIGHT or self.gw.labels is None or self._closed
-                or self.gw.soft_limited(caller)):
+                or self.gw.soft_limited(caller) or self._allowance[team] < 0
+                or (shadow.judge is None
+                    and not checkable(req.body, completion_message(answer)[0]))):
             self.skipped += 1
             return
         assert o.model is not None
-        # As long as the served answer was allowed to be, or twice what it was.
-        cap = req.max_tokens or max(MIN_OUTPUT_CAP, 2 * o.completion_tokens)
+        self._allowance[team] -= worst
         body = {**req.body, "model": shadow.model, "n": 1, "max_tokens": cap}
         body.pop("max_completion_tokens", None)
         task = asyncio.create_task(self._run(caller, shadow, req, body, o.model, o.request_id,
-                                             answer))
+                                             answer, worst))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -115,9 +138,10 @@ class Shadows:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _run(self, caller: Caller, shadow: ShadowConfig, req: ModelRequest,
-                   body: dict[str, Any], served: str, request_id: str, answer: Any) -> None:
+                   body: dict[str, Any], served: str, request_id: str, answer: Any,
+                   held: float) -> None:
         try:
-            theirs = await self._ask(caller, body)
+            theirs = await self._shadow_answer(caller, body, held)
             scores = None
             if theirs is not None:
                 scores = await self._compare(caller, shadow, req, completion_message(answer)[0],
@@ -136,13 +160,30 @@ class Shadows:
                                has_response_format=req.has_response_format,
                                keep_text=self.gw.config.logging.prompts)
 
+    async def _shadow_answer(self, caller: Caller, body: dict[str, Any],
+                             held: float) -> dict[str, Any] | None:
+        """The shadow model's message, None if it failed or was cut short; what it
+        did not spend of ``held`` goes back to the team's allowance."""
+        data = await self._ask(caller, body)
+        usage = data.get("usage") if isinstance(data, dict) else None
+        if isinstance(usage, dict):
+            spent = cost_usd(self.gw.config.model(str(body["model"])),
+                             _count(usage.get("prompt_tokens")),
+                             _count(usage.get("completion_tokens")),
+                             pool_rate(self.gw.config, "batch"))
+            team = caller.team.name
+            self._allowance[team] = self._allowance.get(team, 0.0) + held - spent
+        message, finish, _ = completion_message(data)
+        return None if data is None or finish == "length" else message
+
     async def _ask(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any] | None:
         status, raw, _ = await run_line(self.gw, caller, CHAT_DOOR, body, pool="batch",
                                         learn=False)
         if status != 200:
             logger.info("shadow call to %s answered %d", body.get("model"), status)
             return None
-        return completion_message(orjson.loads(raw))[0]
+        data = orjson.loads(raw)
+        return data if isinstance(data, dict) else None
 
     async def _compare(self, caller: Caller, shadow: ShadowConfig, req: ModelRequest,
                        mine: dict[str, Any], theirs: dict[str, Any]
@@ -167,9 +208,14 @@ class Shadows:
         reply = await self._ask(caller, {"model": judge, "max_tokens": JUDGE_MAX_TOKENS,
                                          "temperature": 0,
                                          "messages": judge_messages(prompt, first, second)})
-        return None if reply is None else verdict(reply.get("content"))
+        return None if reply is None else verdict(completion_message(reply)[0].get("content"))
 
 
 def _eligible(req: ModelRequest, shadow: ShadowConfig, model: str | None) -> bool:
     """A routed chat request answered by a model other than the shadow's."""
     return req.routed and req.operation == CHAT and model not in (None, shadow.model)
+
+
+def _count(value: Any) -> int:
+    """A token count from the answer's usage (the gateway's own figures, bounded)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

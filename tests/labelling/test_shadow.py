@@ -12,7 +12,7 @@ import openai
 import pytest
 from openai.types.shared_params import ResponseFormatJSONObject
 
-from labelling.compare import exact_scores, final_number, judge_messages, verdict
+from labelling.compare import checkable, exact_scores, final_number, judge_messages, verdict
 from tests.gateway.test_escalation import cascade_config
 from tests.labelling.test_traffic_labels import labels_of
 from tests.support import OTHER_KEY, TEST_KEY, Gateway, run_gateway
@@ -40,6 +40,10 @@ def test_checkable_answers_are_compared_exactly() -> None:
     assert exact_scores({}, {"content": "\\boxed{7}"}, {"content": "Answer: 8"}) == served_wrong
     assert exact_scores({}, {"content": "Paris."}, {"content": "It is Paris"}) is None
     assert final_number("the answer is nan") is None
+    # Without a judge, only an answer of such a form is worth a shadow.
+    assert checkable(fmt, {"content": "not json"}) and checkable({}, {"tool_calls": [call]})
+    assert checkable({}, {"content": "#### 1200"})
+    assert not checkable({}, {"content": "Paris."}) and not checkable({}, {})
 
 
 def test_the_judge_reply_is_read_strictly() -> None:
@@ -205,3 +209,46 @@ def test_answers_through_the_responses_and_anthropic_doors_are_shadowed_too(shad
     shadowed_ids = {x.request_id for x in new}
     assert shadowed_ids & set(ids[:4]) and shadowed_ids & set(ids[4:])   # one per door
     assert {x.model for x in new} == {"small", "large"}
+
+
+def test_a_verbose_shadow_stays_within_the_bound_and_a_cut_answer_is_no_label(
+        sim_url: str) -> None:
+    """The client allows 2,000 tokens, the served model writes about 12 and the
+    shadow model about 300: the shadow may write twice what was served (at least
+    32), so its spend stays within rate x traffic x (shadow price / served
+    price) plus one shadow's worst case; its answers, cut short, are not judged
+    and label nothing."""
+    from budget.pricing import cost_nanousd
+    from tests.gateway.test_escalation import PRICES
+
+    rate, n = 0.5, 12
+    config = cascade_config(sim_url)
+    config["models"][-1]["simulate"]["output_tokens_mean"] = 300
+    config["models"].append({"name": "judgebot", "backend": "openai_compat",
+                             "base_url": sim_url, "upstream_model": "judge", "ability": 0.3,
+                             "price": {"input_per_mtok": 3.0, "output_per_mtok": 6.0}})
+    config["teams"][0].update(shadow={"rate": rate, "model": "large", "judge": "judgebot"},
+                              allowed_models=["small", "medium", "large", "judgebot"])
+    with run_gateway(config) as gw:
+        client = openai.OpenAI(base_url=gw.base_url, api_key=TEST_KEY, max_retries=0, timeout=30)
+        for i in range(n):
+            client.chat.completions.create(
+                model="auto", max_tokens=2000,
+                messages=[{"role": "user", "content": f"Tell me about Perth, part {i}."}])
+        for _ in range(100):
+            rows = ledger(gw, TEST_KEY)
+            if rows.get("large", {}).get("requests", 0) >= n * rate:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)
+        rows = ledger(gw, TEST_KEY)
+    small, large = rows["small"], rows["large"]
+    assert small["requests"] == n and large["requests"] == n * rate
+    earned = rate * cost_nanousd(small["input_tokens"], small["output_tokens"], *PRICES["large"])
+    prompt = small["input_tokens"] // n
+    one = cost_nanousd(prompt + 1, 32, *(0.5 * p for p in PRICES["large"]))   # batch price
+    print(f"shadow spend {large['cost_nanousd']} nano-USD, earned {earned:.0f} + one {one}")
+    assert large["output_tokens"] <= 32 * large["requests"]      # cut at the cap, not 2,000
+    assert 0 < large["cost_nanousd"] <= earned + one
+    assert "judgebot" not in rows                                # a cut answer is not judged
+    assert not [x for x in labels_of(config, "test") if x.source == "shadow"]
