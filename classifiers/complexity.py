@@ -82,6 +82,11 @@ def _logit(p: float) -> float:
     return math.log(p / (1.0 - p))
 
 
+class ArtifactError(ValueError):
+    """A classifier artifact that cannot be used: missing, cut short, foreign, or
+    of another format; the message is one line and names the file."""
+
+
 class ComplexityModel:
     """Scores prompts; built from an artifact written by ``routegate train``."""
 
@@ -129,10 +134,23 @@ class ComplexityModel:
     @classmethod
     def load(cls, path: str | os.PathLike | None = None) -> ComplexityModel:
         """Load an artifact; ``None`` means the one shipped in ``classifiers/artifacts``,
-        a directory the ``complexity.npz`` in it (what ``routegate learn`` writes)."""
+        a directory the ``complexity.npz`` in it (what ``routegate learn`` writes).
+        ``ArtifactError`` (one line, naming the file) for one that cannot be used."""
         target = cls.artifact_file(path)
-        arrays, meta = read_npz(target)
-        return cls(arrays, meta)
+        if not target.is_file():
+            raise ArtifactError(f"{target}: no classifier artifact there"
+                                + (" (routegate learn writes complexity.npz in a directory)"
+                                   if target.name == DEFAULT_ARTIFACT.name else ""))
+        try:
+            arrays, meta = read_npz(target)
+            return cls(arrays, meta)
+        except ArtifactError:
+            raise
+        except Exception as exc:   # a cut or foreign file: BadZipFile, KeyError, zlib.error...
+            detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+            raise ArtifactError(f"{target}: not a usable routegate classifier artifact "
+                                f"({type(exc).__name__}{': ' + detail if detail else ''})"
+                                ) from exc
 
     def raw_parts(self, feats: features.Features,
                   semantic: float = 0.0) -> tuple[float, np.ndarray, np.ndarray]:
@@ -285,5 +303,5 @@ def _check_featurizer(meta: dict[str, Any]) -> None:
     }
     for key, value in expected.items():
         if meta.get(key) != value:
-            raise ValueError(f"artifact was trained with {key}={meta.get(key)!r}, "
+            raise ArtifactError(f"artifact was trained with {key}={meta.get(key)!r}, "
                              f"featurizer has {value!r}; retrain with `routegate train`")

@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from classifiers import commands as classifier_commands
+from classifiers.complexity import ArtifactError, ComplexityModel
 from core.config import ConfigError, GatewayConfig, load_config
 from gateway.app import CONFIG_ENV, DEFAULT_CONFIG
 from gateway.auth import hash_key
@@ -35,15 +36,40 @@ from policies import POLICIES, get_policy
 
 def load_checked_config(path: str) -> GatewayConfig:
     """``load_config`` plus what only this layer can check: that the routing
-    policy exists and accepts the config (``core`` cannot import ``policies``).
-    ``serve`` and ``check-config`` both go through here, so a config that
-    passes ``check-config`` starts."""
+    policy exists and accepts the config (``core`` cannot import ``policies``),
+    and that every classifier it names loads. ``serve`` and ``check-config``
+    both go through here, so a config that passes ``check-config`` starts."""
     config = load_config(path, check=policy_name_errors)
     try:
         get_policy(config.routing.auto_policy, config)
     except ValueError as exc:
         raise ConfigError(path, [("routing.auto_policy", str(exc))]) from None
+    errors = classifier_errors(config)
+    if errors:
+        raise ConfigError(path, errors)
     return config
+
+
+def classifier_errors(config: GatewayConfig) -> list[tuple[str, str]]:
+    """``routing.classifier`` and ``teams[].classifier`` that cannot be loaded. At
+    start-up that is an error; a reload that meets one keeps the last good copy."""
+    named = [("routing.classifier", config.routing.classifier)] + [
+        (f"teams[{i}].classifier", team.classifier) for i, team in enumerate(config.teams)]
+    errors: list[tuple[str, str]] = []
+    problem: dict[str, str | None] = {}     # by path: each artifact is read once
+    for where, path in named:
+        if path is None:
+            continue
+        if path not in problem:
+            try:
+                ComplexityModel.load(path)
+                problem[path] = None
+            except ArtifactError as exc:
+                problem[path] = str(exc)
+        found = problem[path]
+        if found is not None:
+            errors.append((where, found))
+    return errors
 
 
 def policy_name_errors(data: Any) -> list[tuple[str, str]]:
@@ -192,7 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except ArtifactError as exc:   # --classifier / --artifact / --learned naming a bad one
+        print(f"routegate {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -108,7 +108,9 @@ class Shadows:
         if (shadow is None or req is None or o.status != 200
                 or not _eligible(req, shadow, o.model)):
             return
-        team, model = caller.team.name, self.gw.config.model(shadow.model)
+        team, model = caller.team.name, self.gw.models.get(shadow.model)
+        if model is None:        # checked at start-up; a reload cannot add models
+            return
         self._allowance[team] = self._allowance.get(team, 0.0) + shadow.rate * cost_usd(
             model, o.prompt_tokens, o.completion_tokens)
         if answer is None or (not req.stream and not self._take(team, shadow.rate)):
@@ -167,7 +169,7 @@ class Shadows:
         data = await self._ask(caller, body)
         usage = data.get("usage") if isinstance(data, dict) else None
         if isinstance(usage, dict):
-            spent = cost_usd(self.gw.config.model(str(body["model"])),
+            spent = cost_usd(self.gw.models[str(body["model"])],
                              _count(usage.get("prompt_tokens")),
                              _count(usage.get("completion_tokens")),
                              pool_rate(self.gw.config, "batch"))

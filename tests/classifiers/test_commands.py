@@ -62,3 +62,39 @@ def test_calibrate_on_shared_format_recovers_known_ability(capsys):
     data = SHARED / "datasets" / "routing" / "llmrouter_test.jsonl"
     assert main(["calibrate", "--model", "gemma-2-9b-it", "--data", str(data)]) == 0
     assert "ability:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("make", ["empty-dir", "cut", "foreign", "missing"])
+def test_a_bad_artifact_is_one_line_and_exit_2(tmp_path, capsys, make):
+    """--classifier / --artifact / --learned naming something that is not a usable
+    artifact: exit 2 and one line naming the file, on every command, no traceback."""
+    import numpy as np
+
+    from classifiers.complexity import DEFAULT_ARTIFACT, ArtifactError
+    from gateway.cli import main as cli
+
+    target = tmp_path / make
+    if make == "empty-dir":
+        target.mkdir()
+    elif make == "cut":
+        target.write_bytes(DEFAULT_ARTIFACT.read_bytes()[:100_000])
+    elif make == "foreign":
+        with open(target, "wb") as fh:
+            np.savez(fh, x=np.zeros(3))
+    with pytest.raises(ArtifactError, match=str(target)):
+        ComplexityModel.load(target)
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(orjson.dumps({"prompt": f"q{i}", "model": m, "score": s}).decode()
+                              + "\n" for i in range(4) for m, s in (("a", 1), ("b", 0))))
+    for argv in (["classify", "--classifier", str(target)], ["eval", "--artifact", str(target)],
+                 ["eval", "--learned", str(target)],
+                 ["learn", "--labels", str(labels), "--out", str(tmp_path / "out"),
+                  "--classifier", str(target)]):
+        sys.stdin = io.TextIOWrapper(io.BytesIO(b'{"id": 1, "prompt": "hi"}\n'))
+        try:
+            assert cli(argv) == 2, argv
+        finally:
+            sys.stdin = sys.__stdin__
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(target) in err[0] and "Traceback" not in err[0], err
+    assert not (tmp_path / "out").exists()

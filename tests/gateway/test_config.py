@@ -101,6 +101,10 @@ def _broken(change: str) -> str:
         config["models"][0]["timeouts"] = {"first_byte_s": float("inf")}
     elif change == "tokenizer":
         config["models"][0]["tokenizer"] = "nosuch_base"
+    elif change == "classifier-missing":
+        config["teams"][0]["classifier"] = "/nonexistent/learned"
+    elif change == "classifier-foreign":
+        config["routing"] = {"classifier": str(REPO / "README.md")}   # not an artifact
     text = yaml.safe_dump(config, sort_keys=False)
     if change == "duplicate":
         text = text.replace("  quality: 0.8\n", "  quality: 0.8\n  quality: 0.9\n", 1)
@@ -117,6 +121,8 @@ BROKEN = [
     ("inf-timeout", "models[0].timeouts.first_byte_s", "finite"),
     ("tokenizer", "models[0].tokenizer", "nosuch_base"),
     ("duplicate", "(yaml)", "duplicate key 'quality'"),
+    ("classifier-missing", "teams[0].classifier", "no classifier artifact there"),
+    ("classifier-foreign", "routing.classifier", "not a usable routegate classifier artifact"),
 ]
 
 
@@ -145,7 +151,8 @@ def test_check_config_refuses_what_serve_would_fail_on(tmp_path: Path, change: s
 
 @pytest.mark.parametrize("change, key", [("policy", "routing.auto_policy"),
                                          ("inf-limit", "teams[0].budget.daily_hard_usd"),
-                                         ("duplicate", "(yaml)")])
+                                         ("duplicate", "(yaml)"),
+                                         ("classifier-missing", "teams[0].classifier")])
 def test_serve_fails_fast_on_the_same_errors(tmp_path: Path, change: str, key: str) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(_broken(change))
