@@ -31,7 +31,8 @@ SOURCES = ("escalation", "feedback", "shadow")
 PAGE = 1000
 TRIM_EVERY_S = 60.0
 
-# KEYS: served record, labels stream. ARGV: score, maxlen.
+# KEYS: served record, labels stream. ARGV: score, maxlen, the stream's ttl (s), the
+# oldest id to keep (keep_days ago).
 # Reply: {status, model}: ok | unknown (no such record) | already (feedback given)
 FEEDBACK = """
 local r = redis.call('HMGET', KEYS[1], 'm', 'k', 'p', 'done', 'rid')
@@ -45,6 +46,9 @@ if r[3] then
   table.insert(args, r[3])
 end
 redis.call(unpack(args))
+-- As a write does: trimmed to keep_days, and gone keep_days after the last label.
+redis.call('XTRIM', KEYS[2], 'MINID', '~', ARGV[4])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
 return {'ok', r[1]}
 """
 
@@ -82,6 +86,7 @@ class LabelStore:
         self._settings = settings
         self._feedback = redis.register_script(FEEDBACK)
         self._trimmed: dict[str, float] = {}
+        self._keep_s = int(settings.keep_days * 86400) + 1     # the stream's ttl
 
     async def write(self, writes: list[Write]) -> None:
         """One pipelined round trip for all of them."""
@@ -103,15 +108,18 @@ class LabelStore:
                 self._trimmed[w.team] = now
                 oldest_ms = int((now - s.keep_days * 86400) * 1000)
                 pipe.xtrim(self.keys.labels(w.team), minid=f"{oldest_ms}-0", approximate=True)
-                # A team that stops sending: its stream goes keep_days after the last label.
-                pipe.expire(self.keys.labels(w.team), int(s.keep_days * 86400) + 1)
+        # A team that stops sending: its stream goes keep_days after its last label.
+        for team in {w.team for w in writes if w.labels}:
+            pipe.expire(self.keys.labels(team), self._keep_s)
         await pipe.execute()
 
     async def feedback(self, team: str, request_id: str, score: float) -> tuple[str, str]:
         """(status, the model that answered): ``ok``, ``unknown`` or ``already``."""
         keys = [self.keys.served(team, request_id), self.keys.labels(team)]
-        status, model = await self._feedback(keys=keys,
-                                             args=[repr(score), self._settings.keep_labels])
+        oldest_ms = int((time.time() - self._settings.keep_days * 86400) * 1000)
+        status, model = await self._feedback(
+            keys=keys, args=[repr(score), self._settings.keep_labels, self._keep_s,
+                             f"{oldest_ms}-0"])
         return _text(status), _text(model)
 
     async def read(self, team: str, since_s: float | None = None, *,

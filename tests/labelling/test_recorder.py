@@ -115,3 +115,31 @@ async def test_feedback_finds_an_answer_another_replica_records_a_second_later(s
     await writer
     assert (status, model) == ("ok", "small")
     assert await recorder.feedback("acme", "req_never", 1.0) == ("unknown", "")
+
+
+@on_redis
+async def test_every_label_and_every_feedback_renews_the_streams_expiry(store) -> None:
+    """The stream goes keep_days after its *last* label, whichever path wrote it:
+    feedback after an escalation label must not leave the earlier expiry to
+    delete it, and a team with feedback only gets an expiry too."""
+    from classifiers.sketch import sketch_of
+    from labelling.store import Write
+
+    labels, settings = store
+    redis, key = labels._redis, labels.keys.labels("acme")
+    keep_s = int(settings.keep_days * 86400) + 1
+    sketch = sketch_of("Name a colour").to_bytes()
+    await labels.write([Write("acme", "req_a", sketch, labels=[("small", 0.0, "escalation")])])
+    await redis.expire(key, 5)                  # as if that label were keep_days - 5 s old
+    await labels.write([Write("acme", "req_b", sketch, labels=[("small", 1.0, "escalation")])])
+    assert await redis.ttl(key) > keep_s - 5    # within TRIM_EVERY_S of the first: renewed
+    await redis.expire(key, 5)
+    await labels.write([Write("acme", "req_c", sketch, served_model="small")])
+    assert await labels.feedback("acme", "req_c", 0.5) == ("ok", "small")
+    assert await redis.ttl(key) > keep_s - 5
+    assert [x.request_id async for x in labels.read("acme")] == ["req_a", "req_b", "req_c"]
+    only = labels.keys.labels("quiet")          # a team that only ever gives feedback
+    await labels.write([Write("quiet", "req_q", sketch, served_model="small")])
+    assert await labels.feedback("quiet", "req_q", 1.0) == ("ok", "small")
+    assert 0 < await redis.ttl(only) <= keep_s
+    await redis.delete(key, only)
