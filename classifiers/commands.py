@@ -35,6 +35,7 @@ from classifiers.dataset import (
 from classifiers.length import counter_for
 
 CLASSIFY_BATCH = 2000
+MAX_BOOTSTRAP = 100_000     # eval --held-out resamples: a bound on its run time
 
 
 def register(subparsers) -> None:
@@ -157,14 +158,17 @@ def run_held_out(args: argparse.Namespace) -> int:
     try:
         rows = held_out.read_held_out(args.held_out)
         pairs = held_out.parse_pairs(rows, args.pair)
-    except (OSError, ValueError, KeyError) as exc:   # KeyError: a line without its fields
+    except (OSError, ValueError) as exc:      # UnicodeDecodeError is a ValueError
         print(f"routegate eval --held-out: {exc}", file=sys.stderr)
+        return 2
+    if not 0 <= args.bootstrap <= MAX_BOOTSTRAP:
+        print(f"routegate eval --held-out: --bootstrap takes 0 to {MAX_BOOTSTRAP:,} draws",
+              file=sys.stderr)
         return 2
     models = {"current": ComplexityModel.load(args.artifact)}
     if args.learned is not None:
         models["learned"] = ComplexityModel.load(args.learned)
-    results = held_out.held_out_results(rows, pairs or [held_out.default_pair(rows)], models,
-                                        draws=max(0, min(args.bootstrap, 100_000)))
+    results = held_out.held_out_results(rows, pairs, models, draws=args.bootstrap)
     print(held_out.format_held_out(results, f"{args.held_out.name}, {len(rows)} prompts"))
     return 0
 

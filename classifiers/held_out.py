@@ -22,6 +22,7 @@ two rankings' own.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from classifiers.complexity import ComplexityModel
-from classifiers.dataset import Row, load_rows
+from classifiers.dataset import Row, model_key
 from classifiers.evaluation import apgr_cpt
 from classifiers.outofdomain import pair_gap, ranking_apgr
 
@@ -49,8 +50,48 @@ class HeldOutResult:
     versus_length: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
+MAX_LINE_CHARS = 4_000_000      # one prompt with its scores
+MAX_ROWS = 200_000
+
+
 def read_held_out(path: Path) -> list[Row]:
-    return load_rows(path.parent, [path.name])
+    """The file's rows; ValueError naming the line for one that is not a prompt
+    with scores in [0, 1] (``source`` and ``task`` may be left out)."""
+    rows: list[Row] = []
+    with open(path, encoding="utf-8", errors="strict") as fh:
+        for n, line in enumerate(iter(lambda: fh.readline(MAX_LINE_CHARS + 1), ""), 1):
+            if len(line) > MAX_LINE_CHARS:
+                raise ValueError(f"{path}:{n}: a line over {MAX_LINE_CHARS:,} characters")
+            if line.strip():
+                if len(rows) == MAX_ROWS:
+                    raise ValueError(f"{path}: more than {MAX_ROWS:,} prompts")
+                rows.append(_row(line, f"{path}:{n}"))
+    if not rows:
+        raise ValueError(f"{path}: no prompts in it")
+    return rows
+
+
+def _row(line: str, where: str) -> Row:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}: not JSON ({exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where}: not a JSON object")
+    prompt, scores = obj.get("prompt"), obj.get("scores")
+    source, task = obj.get("source", "held-out"), obj.get("task", "")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError(f"{where}: \"prompt\" must be a non-empty string")
+    if not isinstance(source, str) or not isinstance(task, str):
+        raise ValueError(f"{where}: \"source\" and \"task\" must be strings")
+    if not isinstance(scores, dict) or not scores:
+        raise ValueError(f"{where}: \"scores\" must be an object of model: score")
+    for model, score in scores.items():
+        if (isinstance(score, bool) or not isinstance(score, (int, float))
+                or not 0.0 <= score <= 1.0):        # NaN fails the comparison too
+            raise ValueError(f"{where}: the score of {model!r} must be a number from 0 to 1")
+    return Row(prompt, task, source,
+               {model_key(source, m): float(v) for m, v in scores.items()})
 
 
 def resolve(rows: Sequence[Row], name: str) -> str:
@@ -64,16 +105,28 @@ def resolve(rows: Sequence[Row], name: str) -> str:
 
 
 def parse_pairs(rows: Sequence[Row], specs: Sequence[str]) -> list[tuple[str, str]]:
-    """``--pair STRONG,WEAK`` values as the file's model keys; ValueError if malformed."""
+    """``--pair STRONG,WEAK`` values as the file's model keys (the file's strongest
+    and weakest by mean score without one); ValueError if malformed, or if a pair
+    is one model or shares fewer than two prompts."""
     names = [spec.split(",") for spec in specs]
     if any(len(n) != 2 for n in names):
         raise ValueError("--pair takes STRONG,WEAK")
-    return [(resolve(rows, s.strip()), resolve(rows, w.strip())) for s, w in names]
+    pairs = ([(resolve(rows, s.strip()), resolve(rows, w.strip())) for s, w in names]
+             if names else [default_pair(rows)])
+    for strong, weak in pairs:
+        shared = sum(1 for r in rows if strong in r.scores and weak in r.scores)
+        if strong == weak or shared < 2:
+            raise ValueError(f"pair {strong} vs {weak}: "
+                             + ("one model twice" if strong == weak
+                                else f"{shared} prompt(s) scored for both; 2 or more needed"))
+    return pairs
 
 
 def default_pair(rows: Sequence[Row]) -> tuple[str, str]:
     keys = sorted({m for row in rows for m in row.scores})
     mean = {m: float(np.mean([r.scores[m] for r in rows if m in r.scores])) for m in keys}
+    if len(keys) < 2:
+        raise ValueError("the file scores one model only: a pair needs two")
     return max(keys, key=mean.__getitem__), min(keys, key=mean.__getitem__)
 
 

@@ -166,3 +166,38 @@ def test_encoder_table_scores_a_head_on_each_left_out_task():
     reads_apgr, noise_apgr = float(mean[5].strip(" *")), float(mean[6].strip(" *"))
     assert reads_apgr > 0.6 and abs(noise_apgr - 0.5) < 0.1 and reads_apgr > noise_apgr + 0.1
     assert table.count("| task ") == 1 + 3       # the header, then one row per task
+
+
+@pytest.mark.parametrize("line, says", [
+    ('{"prompt": "q", "scores": {"a": null}}', "score of 'a' must be a number"),
+    ('{"prompt": "q", "scores": {"a": NaN}}', "score of 'a' must be a number"),
+    ('{"prompt": "q", "scores": {"a": 7}}', "score of 'a' must be a number"),
+    ('{"prompt": "q", "scores": {"a": true}}', "score of 'a' must be a number"),
+    ('{"prompt": "q", "scores": [1, 0]}', '"scores" must be an object'),
+    ('{"prompt": 5, "scores": {"a": 1}}', '"prompt" must be a non-empty string'),
+    ('[1, 2]', "not a JSON object"),
+    ('{"prompt": "q"', "not JSON"),
+])
+def test_a_bad_held_out_line_is_named(tmp_path, capsys, line, says):
+    path = tmp_path / "h.jsonl"
+    path.write_text('{"prompt": "fine", "scores": {"a": 1, "b": 0}}\n' + line + "\n")
+    assert main(["eval", "--held-out", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{path}:2:" in err and says in err and len(err.splitlines()) == 1, err
+
+
+def test_held_out_pairs_must_be_two_models_that_share_prompts(tmp_path, capsys):
+    path = tmp_path / "h.jsonl"
+    path.write_text("".join(json.dumps({"prompt": f"q{i}", "scores": scores}) + "\n"
+                            for i, scores in enumerate([{"a": 1, "b": 0}, {"a": 1, "b": 1},
+                                                        {"c": 0}, {"c": 1}])))
+    cases = {("--pair", "a,a"): "one model twice", ("--pair", "a,c"): "0 prompt(s)",
+             ("--bootstrap", "-5"): "--bootstrap takes 0 to"}
+    for args, says in cases.items():
+        assert main(["eval", "--held-out", str(path), *args]) == 2
+        assert says in capsys.readouterr().err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    assert main(["eval", "--held-out", str(empty)]) == 2
+    assert "no prompts" in capsys.readouterr().err
+    assert main(["eval", "--held-out", str(path), "--pair", "a,b"]) == 0
