@@ -32,16 +32,20 @@ def write_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: dict
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(target.suffix + ".tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name in sorted(entries):
-            buffer = io.BytesIO()
-            np.lib.format.write_array(buffer, np.ascontiguousarray(entries[name]),
-                                      allow_pickle=False)
-            info = zipfile.ZipInfo(name + ".npy", date_time=_FIXED_TIME)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            zf.writestr(info, buffer.getvalue(), compresslevel=9)
-    os.replace(tmp, target)
+    try:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for name in sorted(entries):
+                buffer = io.BytesIO()
+                np.lib.format.write_array(buffer, np.ascontiguousarray(entries[name]),
+                                          allow_pickle=False)
+                info = zipfile.ZipInfo(name + ".npy", date_time=_FIXED_TIME)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                zf.writestr(info, buffer.getvalue(), compresslevel=9)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)       # nothing half-written left beside the target
+        raise
 
 
 def read_npz(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

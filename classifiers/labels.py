@@ -15,7 +15,7 @@ A bad line is an error naming its line number, not skipped: labels are money.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -29,6 +29,7 @@ from classifiers.sketch import PromptSketch, digest_of, sketch_of
 MAX_LINES = 500_000
 MAX_MODELS = 64
 MAX_PROMPT_CHARS = 20_000
+MAX_LINE_BYTES = 4 * 1024 * 1024   # one label line (a prompt or its messages, as JSON)
 
 
 class LabelError(ValueError):
@@ -140,9 +141,11 @@ def check_label(model: object, score: object, where: str) -> tuple[str, float]:
     return model, float(score)
 
 
-def parse_labels(lines: Sequence[bytes]) -> Labels:
+def parse_labels(lines: Iterable[bytes]) -> Labels:
     labels = LabelSet()
     for line_no, line in enumerate(lines, 1):
+        if len(line) > MAX_LINE_BYTES:
+            raise LabelError(f"line {line_no}: over {MAX_LINE_BYTES:,} bytes")
         if not line.strip():
             continue
         try:
@@ -171,5 +174,7 @@ def prompt_texts(path: str | Path) -> dict[bytes, str]:
 
 
 def read_labels(path: str | Path) -> Labels:
+    """The file's labels, read a line at a time: a line past ``MAX_LINE_BYTES`` is
+    an error as soon as it is met, never held whole."""
     with open(path, "rb") as fh:
-        return parse_labels(fh.readlines())
+        return parse_labels(iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b""))

@@ -13,6 +13,7 @@ before and after. The same provenance is in the artifact's metadata.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,15 @@ def write_learned(out: Path, base_path: Path | None, fit: Fit, names: list[str],
             "tier_cuts": [float(np.quantile(d, 1 / 3)), float(np.quantile(d, 2 / 3))],
             "learned": provenance}
     out.mkdir(parents=True, exist_ok=True)
-    target = out / DEFAULT_ARTIFACT.name
-    write_npz(target, arrays, meta)
-    (out / "LEARNED.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
+    target, record = out / DEFAULT_ARTIFACT.name, out / "LEARNED.json"
+    # The provenance is staged first and put in place only once the artifact is:
+    # a write that fails half-way leaves the two as they were, matching.
+    staged = record.with_name(record.name + ".tmp")
+    staged.write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
+    try:
+        write_npz(target, arrays, meta)
+    except BaseException:
+        staged.unlink(missing_ok=True)
+        raise
+    os.replace(staged, record)
     return target

@@ -57,7 +57,7 @@ def register_learn(subparsers) -> None:
     cmd.add_argument("--out", type=Path, required=True, help="directory to write")
     cmd.add_argument("--classifier", type=Path, default=None,
                      help="the artifact to start from (default: the shipped one)")
-    cmd.add_argument("--held-out", type=float, default=HELD_FRACTION,
+    cmd.add_argument("--held-out", type=_fraction, default=HELD_FRACTION,
                      help="share of the prompts held out to compare before and after")
     cmd.add_argument("--seed", type=int, default=0)
     cmd.add_argument("--compare-encoder", action="store_true",
@@ -66,6 +66,27 @@ def register_learn(subparsers) -> None:
     cmd.add_argument("--force", action="store_true",
                      help="write even when the learned model is not better held out")
     cmd.set_defaults(func=run_learn)
+
+
+def _fraction(text: str) -> float:
+    """An argparse type: a share strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value < 1.0:                 # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be a share between 0 and 1, got {text}")
+    return value
+
+
+def _writable(out: Path) -> str | None:
+    """Why ``--out`` cannot be written, checked before the fit; None if it can."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: exists and is not a directory"
+    parent = out if out.exists() else next((p for p in out.parents if p.exists()), None)
+    if parent is None or not os.access(parent, os.W_OK | os.X_OK):
+        return f"--out {out}: cannot write there"
+    return None
 
 
 def _fmt(value: float | None) -> str:
@@ -87,13 +108,20 @@ def report(result: Result) -> str:
 def run_learn(args: argparse.Namespace) -> int:
     from classifiers.learned_artifact import write_learned
 
+    problem = _writable(args.out)
     try:
+        if problem is not None:
+            raise ValueError(problem)
         labels, source, start = _read(args)
-    except (OSError, LabelError, ConfigError, ValueError) as exc:
+        strong, weak = labels.strong_weak()
+        if strong == weak:
+            raise LabelError("the labelled models do not differ in mean score: learning "
+                             "needs one that answers better than another")
+        model = ComplexityModel.load(start)
+        result, base = learn(model, labels, seed=args.seed, held_fraction=args.held_out)
+    except (OSError, LabelError, ConfigError, ValueError) as exc:   # ArtifactError too
         print(f"routegate learn: {exc}", file=sys.stderr)
         return 2
-    model = ComplexityModel.load(start)
-    result, base = learn(model, labels, seed=args.seed, held_fraction=args.held_out)
     print(report(result))
     if args.compare_encoder and args.labels:
         _compare_encoder(args, labels, result, base)
@@ -115,8 +143,12 @@ def run_learn(args: argparse.Namespace) -> int:
         "refit_on": "all labels", "beta": final.beta,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
-    target = write_learned(args.out, start, final, labels.names, (result.strong, result.weak),
-                           base, provenance)
+    try:
+        target = write_learned(args.out, start, final, labels.names,
+                               (result.strong, result.weak), base, provenance)
+    except OSError as exc:
+        print(f"routegate learn: cannot write {args.out}: {exc}", file=sys.stderr)
+        return 2
     print(f"wrote {target}")
     return 0
 

@@ -134,18 +134,48 @@ def test_the_cli_writes_an_artifact_that_classify_and_the_model_load(tmp_path: P
     assert missing.returncode == 2 and "holds no complexity.npz" in missing.stderr
 
 
+def _learn_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gateway.cli", "learn", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
 def test_learn_refuses_to_write_a_model_that_is_not_better(tmp_path: Path) -> None:
-    lines = []
-    for text, _ in prompts():   # labels that carry no signal: both always right
-        lines += [orjson.dumps({"prompt": text, "model": m, "score": 1.0}) for m in ("a", "b")]
+    lines, rng = [], np.random.default_rng(3)
+    for text, _ in prompts():   # labels that carry no signal: b fails at random
+        lines += [orjson.dumps({"prompt": text, "model": "a", "score": 1.0}),
+                  orjson.dumps({"prompt": text, "model": "b", "score": float(rng.random() < 0.5)})]
     labels = tmp_path / "flat.jsonl"
     labels.write_bytes(b"\n".join(lines))
     out = tmp_path / "learned"
-    run = subprocess.run([sys.executable, "-m", "gateway.cli", "learn", "--labels",
-                          str(labels), "--out", str(out)], capture_output=True, text=True,
-                         timeout=300)
+    run = _learn_cli("--labels", str(labels), "--out", str(out))
     assert run.returncode == 1 and "not written" in run.stderr
     assert not out.exists()
+
+
+def test_learn_refuses_what_it_cannot_use_before_fitting(tmp_path: Path) -> None:
+    tied = tmp_path / "tied.jsonl"       # both models always right: neither is the stronger
+    tied.write_bytes(b"\n".join(orjson.dumps({"prompt": t, "model": m, "score": 1.0})
+                                for t, _ in prompts() for m in ("a", "b")))
+    good = tmp_path / "good.jsonl"
+    good.write_bytes(b"\n".join(label_lines()))
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    cases = [(("--labels", str(tied), "--out", str(tmp_path / "o")), "do not differ"),
+             (("--labels", str(good), "--out", str(a_file)), "not a directory"),
+             (("--labels", str(good), "--out", str(tmp_path / "o"), "--held-out", "1"),
+              "between 0 and 1"),
+             (("--labels", str(good), "--out", str(tmp_path / "o"), "--held-out", "nan"),
+              "between 0 and 1")]
+    for args, says in cases:
+        run = _learn_cli(*args)
+        assert run.returncode == 2 and says in run.stderr, (args, run.stderr)
+        assert "Traceback" not in run.stderr
+    assert a_file.read_text() == "x" and not (tmp_path / "o").exists()
+    huge = tmp_path / "huge.jsonl"      # one line past the cap: refused as it is read
+    huge.write_bytes(orjson.dumps({"prompt": "x" * (5 * 1024 * 1024), "model": "a",
+                                   "score": 1.0}))
+    run = _learn_cli("--labels", str(huge), "--out", str(tmp_path / "o"))
+    assert run.returncode == 2 and "line 1: over" in run.stderr
 
 
 def test_compare_encoder_ranks_the_same_held_out_half_with_the_reading_encoder(
