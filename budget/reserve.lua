@@ -11,8 +11,10 @@
 --       3 weight of the previous minute's bucket (the share of the last 60 s
 --         that falls in it: 1 at the start of this minute, 0 at its end)
 --       4..9 team limits  dh ds mh ms rpm tpm  ('' = none)
---       then ten per request: request id, amount (nano-USD), tokens (prompt +
---       max output), key id ('' = none), key limits dh ds mh ms rpm tpm
+--       then eleven per request: request id, amount (nano-USD), tokens (prompt +
+--       max output), key id ('' = none), key limits dh ds mh ms rpm tpm, counted
+--       (1 | 0: the gateway's own work, held against budgets but not counted
+--       against, or checked by, the rpm and tpm limits)
 -- Reply: {team ds ms dh mh, team d m r after the batch, then seven per
 --         request: ok (1|0), limit, scope, current, limit value, previous,
 --         soft (1: the team is at a soft limit, + 2: the key is)}
@@ -34,7 +36,7 @@
 
 local ttl_ms, minute_ttl = tonumber(ARGV[1]), ARGV[2]
 local prev_weight = tonumber(ARGV[3]) or 0
-local FIRST, STRIDE = 10, 10
+local FIRST, STRIDE = 10, 11
 local names = {'dh', 'ds', 'mh', 'ms', 'rpm', 'tpm'}
 
 -- Config limits from the caller, replaced field by field by admin overrides
@@ -76,7 +78,7 @@ local function scope(field, prefix, lim)
   return s
 end
 
-local function check(s, amount, tokens)
+local function check(s, amount, tokens, counted)
   local lim = s.lim
   if s.day then
     local res = s.reserved + s.held
@@ -84,6 +86,7 @@ local function check(s, amount, tokens)
     if lim.dh and day + amount > lim.dh then return {'daily', day, lim.dh, 0} end
     if lim.mh and month + amount > lim.mh then return {'monthly', month, lim.mh, 0} end
   end
+  if not counted then return nil end
   for _, rate in ipairs({{'rpm', 'req', 1, 'reqs'}, {'tpm', 'tok', tokens, 'toks'}}) do
     local name, now_n, prev_n = rate[1], s[rate[2]], s[rate[2] .. '_prev']
     if lim[name] then
@@ -96,10 +99,12 @@ local function check(s, amount, tokens)
   return nil
 end
 
-local function admit(s, amount, tokens)
+local function admit(s, amount, tokens, counted)
   s.held = s.held + amount
-  s.reqs = s.reqs + 1
-  s.toks = s.toks + tokens
+  if counted then
+    s.reqs = s.reqs + 1
+    s.toks = s.toks + tokens
+  end
 end
 
 local function soft(s)
@@ -129,6 +134,7 @@ for n, id in ipairs(ids) do
   local i = FIRST + (n - 1) * STRIDE
   local amount, tokens, key = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local amount_n, tokens_n = tonumber(amount), tonumber(tokens)
+  local counted = ARGV[i + 10] ~= '0'
   local k = nil
   if key ~= '' then
     k = keys[key]
@@ -140,16 +146,17 @@ for n, id in ipairs(ids) do
   end
   local verdict = {1, '', '', 0, 0, 0}
   if not taken[id] then
-    local hit, where = check(team, amount_n, tokens_n), 'team'
-    if not hit and k then hit, where = check(k, amount_n, tokens_n), 'key' end
+    local hit, where = check(team, amount_n, tokens_n, counted), 'team'
+    if not hit and k then hit, where = check(k, amount_n, tokens_n, counted), 'key' end
     if hit then
       verdict = {0, hit[1], where, hit[2], hit[3], hit[4]}
     else
-      admit(team, amount_n, tokens_n)
-      if k then admit(k, amount_n, tokens_n) end
+      admit(team, amount_n, tokens_n, counted)
+      if k then admit(k, amount_n, tokens_n, counted) end
       taken[id] = true
       holds[#holds + 1] = id
-      holds[#holds + 1] = cjson.encode({a = amount, t = tokens, k = key})
+      holds[#holds + 1] = cjson.encode({a = amount, t = tokens, k = key,
+                                        u = (not counted) and 1 or nil})
       expiries[#expiries + 1] = now + ttl_ms
       expiries[#expiries + 1] = id
     end

@@ -184,17 +184,20 @@ class BudgetScripts:
         team_limits: Limits | None,
         key_limits: Limits | None,
         previous_weight: float,
+        counted: bool = True,
     ) -> asyncio.Future[ReserveReply]:
         """Reserve one request; the future has its reply, or the batch call's error.
         The batch is judged with its first request's ``previous_weight`` (they
-        arrived in the same tick)."""
+        arrived in the same tick). ``counted``: False for the gateway's own work,
+        held against budgets but neither counted nor checked against rpm and tpm."""
         group = ("reserve", team, windows, team_limits)
         batch = self._batches.get(group)
         if batch is None or len(batch.futures) >= BATCH_MAX:
             batch = self._open(group, self._reserve, self._keys.reserve_keys(team, windows),
                                [self._ttl_ms, MINUTE_TTL_S, f"{previous_weight:.4f}",
                                 *_limit_args(team_limits)], ReserveReply.parse_batch, 0.0)
-        batch.args += (request_id, amount, tokens, key_id or "", *_limit_args(key_limits))
+        batch.args += (request_id, amount, tokens, key_id or "", *_limit_args(key_limits),
+                       "1" if counted else "0")
         return batch.join()
 
     def queue_settle(

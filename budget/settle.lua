@@ -28,7 +28,7 @@
 -- unless that minute is already gone (then nobody reads it any more).
 local minute_live = redis.call('EXISTS', KEYS[6]) == 1
 local function correct_tokens(r, input, output)
-  if not minute_live then return end
+  if not minute_live or r.u then return end   -- u: the gateway's own work, never counted
   local delta = tostring(tonumber(input) + tonumber(output) - tonumber(r.t))
   later(KEYS[6], 'tok', delta)
   if r.k ~= '' then later(KEYS[6], 'k:' .. r.k .. ':tok', delta) end

@@ -106,20 +106,24 @@ class BudgetStore(AdminCalls):
         max_cost_nanousd: int,
         max_tokens: int,
         stable: bool = False,
+        counted: bool = True,
     ) -> Reservation:
         """Hold the worst-case cost; raise QuotaExceeded / RateLimited / ServiceUnavailable.
 
         ``max_tokens`` is the request's worst-case token count (prompt plus
         max output), counted against tpm until settle corrects it. ``stable``:
         the id may be settled again on another day (a batch line run again),
-        and must still bill once.
+        and must still bill once. ``counted``: False for the gateway's own work
+        (shadow answers), held against budgets but not against rpm and tpm,
+        which are the clients' (the local fail-open cap counts everything).
         """
         now = self._keys.clock()
         windows = self._keys.windows(now)
         tried = not self._suspect_down()
         if tried:
             reply = await self._reserve_in_redis(request_id, team, windows, now, max_cost_nanousd,
-                                                 max_tokens, key_id, team_limits, key_limits)
+                                                 max_tokens, key_id, team_limits, key_limits,
+                                                 counted)
             if reply is not None:
                 soft = self._remember(team, key_id, reply)
                 if not reply.ok:
@@ -142,14 +146,14 @@ class BudgetStore(AdminCalls):
 
     async def _reserve_in_redis(self, request_id: str, team: str, windows: Windows, now: float,
                                 amount: int, tokens: int, key_id: str | None,
-                                team_limits: Limits | None, key_limits: Limits | None
-                                ) -> ReserveReply | None:
+                                team_limits: Limits | None, key_limits: Limits | None,
+                                counted: bool = True) -> ReserveReply | None:
         """The reserve script's reply, or None when Redis did not answer."""
         try:   # the call is bounded (scripts.CALL_TIMEOUT_S, or the client's own)
             reply = await self._scripts.reserve(
                 request_id=request_id, team=team, windows=windows, amount=amount,
                 tokens=tokens, key_id=key_id, team_limits=team_limits, key_limits=key_limits,
-                previous_weight=windows.previous_minute_weight(now))
+                previous_weight=windows.previous_minute_weight(now), counted=counted)
         except REDIS_UNAVAILABLE as exc:
             self._mark_down("reserve", exc)
             return None

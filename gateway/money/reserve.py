@@ -56,16 +56,17 @@ def worst_case(ceilings: dict[str, Ceiling], *, every_attempt_bills: bool = Fals
 
 async def reserve_budget(gw: AppState, caller: Caller, request_id: str, model: str,
                          ceilings: dict[str, Ceiling], *, every_attempt_bills: bool = False,
-                         stable: bool = False) -> Reservation | None:
+                         stable: bool = False, counted: bool = True) -> Reservation | None:
     """``stable``: ``request_id`` names work that may run again (a batch line), so
-    its settle stays idempotent for as long as that work may run."""
+    its settle stays idempotent for as long as that work may run. ``counted``:
+    False for the gateway's own work, which the rate limits do not count."""
     if not gw.config.budget.enabled:
         return None
     amount, tokens = worst_case(ceilings, every_attempt_bills=every_attempt_bills)
     return await gw.budget.reserve(
         request_id=request_id, team=caller.team.name, team_limits=caller.team.budget,
         key_id=caller.key_id, key_limits=caller.key.budget, model=model,
-        max_cost_nanousd=amount, max_tokens=tokens, stable=stable)
+        max_cost_nanousd=amount, max_tokens=tokens, stable=stable, counted=counted)
 
 
 def settle_budget(gw: AppState, reservation: Reservation, model: ModelConfig | None,

@@ -74,13 +74,14 @@ class Responder(Protocol):
 async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, str],
                 read_body: Callable[[], Awaitable[bytes]], *, caller: Caller | None = None,
                 pool: str | None = None, request_id: str | None = None,
-                wait_settled: bool = False, learn: bool = True) -> Outcome:
+                wait_settled: bool = False, own: bool = False) -> Outcome:
     """``request_id``: a stable id for work that may run again (a batch line
     after a crash), so its settle is idempotent; live requests get a fresh one.
     ``wait_settled``: return only once the spend is stored (Redis or the
     journal), for work that records its own result next (a batch line); a
-    live request's task ends as soon as its answer is sent. ``learn``: False
-    for the gateway's own requests (shadow answers), which leave no labels."""
+    live request's task ends as soon as its answer is sent. ``own``: the
+    gateway's own request (a shadow answer, a judge's call): it leaves no
+    labels, and the rate limits, which are the clients', do not count it."""
     o = Outcome(request_id or new_request_id(), client_request_id(headers.get("x-request-id")),
                 endpoint=door.name)
     started = time.perf_counter()
@@ -95,7 +96,7 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         o.stream, o.trace_id = req.stream, span.trace_id or req.trace.trace_id
         o.prompt = req.messages if gw.config.logging.prompts else None
         await _serve(gw, door, out, o, caller, req, attempts, bill, span,
-                     stable=request_id is not None)
+                     stable=request_id is not None, own=own)
     except ClientGone:
         o.status, o.error_code = 499, "client_closed_request"
     except GatewayError as exc:
@@ -118,14 +119,14 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         stage.end()
         span.finish(o)
         gw.telemetry.request_completed(o)
-        if caller is not None and learn:
+        if caller is not None and not own:
             learn_from(gw, o, req, attempts, caller, bill)
     return o
 
 
 async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: Caller,
                  req: ModelRequest, attempts: Attempts, bill: Bill, span: Span = NO_SPAN,
-                 stable: bool = False) -> None:
+                 stable: bool = False, own: bool = False) -> None:
     stage = span.child("classify")
     features = await measure(req, gw.router.encodings, gw.router.scorer(req, caller))
     decision = gw.router.choose(req, caller, features, pool=o.pool,
@@ -141,7 +142,7 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
     stage = span.child("reserve")
     bill.reservation = await reserve_budget(gw, caller, o.request_id, decision.model,
                                             bill.ceilings, every_attempt_bills=check is not None,
-                                            stable=stable)
+                                            stable=stable, counted=not own)
     stage.end()
     if bill.reservation is not None and bill.reservation.soft_limited:
         o.budget = "soft-limit"
@@ -216,7 +217,7 @@ class CollectedAnswer:
 
 
 async def run_line(gw: AppState, caller: Caller, door: Door, body: dict, *,
-                   pool: str = "batch", request_id: str | None = None, learn: bool = True
+                   pool: str = "batch", request_id: str | None = None, own: bool = False
                    ) -> tuple[int, bytes, dict[str, str]]:
     """One non-streamed request through the same pipeline as a live one.
 
@@ -232,5 +233,5 @@ async def run_line(gw: AppState, caller: Caller, door: Door, body: dict, *,
 
     answer = CollectedAnswer()
     await serve(gw, door, answer, {}, read_body, caller=caller, pool=pool,
-                request_id=request_id, wait_settled=True, learn=learn)
+                request_id=request_id, wait_settled=True, own=own)
     return answer.status, answer.body, answer.headers

@@ -25,7 +25,8 @@ and kept as labels for ``routegate learn`` (``teams[].shadow``, core/learning_co
 - **How**: through ``run_line``, the whole pipeline, in the batch pool:
   the team's budget is reserved and settled for the shadow and the judge
   calls at the batch price, as for a batch line; they leave no labels of
-  their own (``learn=False``). Nothing waits on it: it starts after the
+  their own, and the team's rpm and tpm limits, which are its clients', do
+  not count them (``own=True``). Nothing waits on it: it starts after the
   answer was sent.
 - **Compared**: exactly where the answer's form can be checked
   (``labelling/compare.py``): agreeing answers are a 1 for both models, else
@@ -180,7 +181,7 @@ class Shadows:
 
     async def _ask(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any] | None:
         status, raw, _ = await run_line(self.gw, caller, CHAT_DOOR, body, pool="batch",
-                                        learn=False)
+                                        own=True)
         if status != 200:
             logger.info("shadow call to %s answered %d", body.get("model"), status)
             return None

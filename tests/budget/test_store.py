@@ -42,6 +42,7 @@ async def reserve(
     key: str | None = None,
     key_limits: Limits | None = None,
     tokens: int = 10,
+    counted: bool = True,
 ):
     return await store.reserve(
         request_id=rid,
@@ -52,6 +53,7 @@ async def reserve(
         model="small",
         max_cost_nanousd=amount,
         max_tokens=tokens,
+        counted=counted,
     )
 
 
@@ -162,6 +164,35 @@ def test_rpm_and_tpm_limits_with_retry_after(tmp_path: Path, prefix: str) -> Non
         # settle corrects the reserved 100 tokens down to the real 20
         await store.settle(first, input_tokens=5, output_tokens=15, cost_nanousd=1)
         await reserve(store, "t2", 1, team="tok", limits=tpm, tokens=100)
+
+    run(tmp_path, prefix, body, clock=clock)
+
+
+def test_the_gateways_own_work_is_held_against_budgets_but_not_rate_limits(
+        tmp_path: Path, prefix: str) -> None:
+    """A shadow answer's reservation (counted=False) neither counts toward nor is
+    refused by rpm and tpm, team or key, and its settle leaves tpm alone; the
+    money limits hold it as any other."""
+    clock = FakeClock("2026-11-29T10:00:15")
+
+    async def body(store: BudgetStore, client: Any) -> None:
+        team = Limits(rpm=2, tpm=100, daily_hard_usd=1)
+        key = Limits(rpm=2, tpm=100)
+        own = [await reserve(store, f"own{i}", USD // 10, limits=team, key="k",
+                             key_limits=key, tokens=90, counted=False) for i in range(5)]
+        for res in own:
+            await store.settle(res, input_tokens=60, output_tokens=30, cost_nanousd=USD // 20)
+        # The clients' two requests and 100 tokens are all still there.
+        first = await reserve(store, "c0", 1, limits=team, key="k", key_limits=key, tokens=50)
+        await reserve(store, "c1", 1, limits=team, key="k", key_limits=key, tokens=50)
+        with pytest.raises(RateLimited):
+            await reserve(store, "c2", 1, limits=team, key="k", key_limits=key, tokens=1)
+        await store.settle(first, input_tokens=1, output_tokens=1, cost_nanousd=1)
+        # Money: 5 x 0.05 spent, so a hold of 0.8 more is refused, own or not.
+        with pytest.raises(QuotaExceeded):
+            await reserve(store, "own9", 8 * USD // 10, limits=team, tokens=1, counted=False)
+        report = await store.usage("t", team)
+        assert report["spent_today_nanousd"] == 5 * USD // 20 + 1
 
     run(tmp_path, prefix, body, clock=clock)
 

@@ -252,3 +252,32 @@ def test_a_verbose_shadow_stays_within_the_bound_and_a_cut_answer_is_no_label(
     assert 0 < large["cost_nanousd"] <= earned + one
     assert "judgebot" not in rows                                # a cut answer is not judged
     assert not [x for x in labels_of(config, "test") if x.source == "shadow"]
+
+
+def test_shadows_do_not_spend_the_clients_rate_limit(sim_url: str) -> None:
+    """rpm is the team's clients' limit: with rpm 12 and half its requests shadowed
+    and judged, all 12 of its own requests are still answered (the review that
+    found it: 6 of 12 got a 429), and the shadows are billed."""
+    config = cascade_config(sim_url)
+    config["models"].append({"name": "judgebot", "backend": "openai_compat",
+                             "base_url": sim_url, "upstream_model": "judge", "ability": 0.3,
+                             "price": {"input_per_mtok": 3.0, "output_per_mtok": 6.0}})
+    config["teams"][0].update(shadow={"rate": 0.5, "model": "large", "judge": "judgebot"},
+                              allowed_models=["small", "medium", "large", "judgebot"],
+                              budget={"rpm": 12})
+    with run_gateway(config) as gw:
+        client = openai.OpenAI(base_url=gw.base_url, api_key=TEST_KEY, max_retries=0, timeout=30)
+        for i in range(12):
+            client.chat.completions.create(model="auto", messages=[
+                {"role": "user", "content": f"Tell me about Quito, part {i}."}])
+            time.sleep(0.05)                    # let the shadows start in between
+        with pytest.raises(openai.RateLimitError):
+            client.chat.completions.create(model="auto", messages=[
+                {"role": "user", "content": "One more."}])
+        for _ in range(100):
+            if ledger(gw, TEST_KEY).get("large", {}).get("requests", 0) >= 6:
+                break
+            time.sleep(0.1)
+        rows = ledger(gw, TEST_KEY)
+    assert rows["small"]["requests"] == 12 and rows["large"]["requests"] == 6
+    assert rows["judgebot"]["requests"] >= 2
