@@ -99,6 +99,13 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
                      stable=request_id is not None, own=own)
     except ClientGone:
         o.status, o.error_code = 499, "client_closed_request"
+    except asyncio.CancelledError:
+        # Cancelled mid-way (a shutdown past its grace, a shadow at close): what the
+        # upstream already consumed is billed as for a client that left. Work that
+        # runs again under its request id (a batch line) is billed when it does.
+        if request_id is None:
+            o.status, o.error_code = 499, "cancelled"
+        raise
     except GatewayError as exc:
         await _fail(door, out, o, exc)
     except (RecursionError, orjson.JSONEncodeError):

@@ -281,3 +281,27 @@ def test_shadows_do_not_spend_the_clients_rate_limit(sim_url: str) -> None:
         rows = ledger(gw, TEST_KEY)
     assert rows["small"]["requests"] == 12 and rows["large"]["requests"] == 6
     assert rows["judgebot"]["requests"] >= 2
+
+
+def test_a_shadow_cut_off_by_shutdown_bills_what_it_consumed(sim_url: str) -> None:
+    """The gateway stops while a shadow is still being written: the shadow is
+    cancelled, and its prompt, already sent upstream, is billed to the team (it
+    used to be released unbilled)."""
+    from tests.support import stop
+
+    config = cascade_config(sim_url)
+    config["models"][-1]["simulate"].update(tpot_ms=200, output_tokens_mean=200)
+    config["teams"][0].update(shadow={"rate": 0.5, "model": "large"})
+    with run_gateway(config) as gw:
+        client = openai.OpenAI(base_url=gw.base_url, api_key=TEST_KEY, max_retries=0, timeout=30)
+        for i in range(2):                     # the second is the one shadowed
+            client.chat.completions.create(model="auto", response_format=JSON_FORMAT, messages=[
+                {"role": "user", "content": f"Fact {i} about Lima, as JSON."}])
+        time.sleep(1.0)                        # the shadow is decoding at 200 ms a token
+        assert "large" not in ledger(gw, TEST_KEY)
+        stop(gw.proc)
+        assert "shadow of request" not in gw.log()            # cancelled, not failed
+    with run_gateway(config) as again:         # the same Redis and prefix: its ledger
+        rows = ledger(again, TEST_KEY)
+    assert rows["large"]["requests"] == 1 and rows["large"]["input_tokens"] > 0
+    assert rows["large"]["cost_nanousd"] > 0
