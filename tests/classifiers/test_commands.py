@@ -98,3 +98,18 @@ def test_a_bad_artifact_is_one_line_and_exit_2(tmp_path, capsys, make):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and str(target) in err[0] and "Traceback" not in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_classify_turns_a_line_over_the_cap_into_an_error_line_and_goes_on(monkeypatch):
+    import classifiers.commands as commands
+
+    monkeypatch.setattr(commands, "MAX_CLASSIFY_LINE", 200)
+    lines = [orjson.dumps({"id": 1, "prompt": "hi"}),
+             orjson.dumps({"id": 2, "prompt": "x" * 1000}),      # over the cap
+             orjson.dumps({"id": 3, "prompt": "y" * 150})]       # under it
+    sink = io.BytesIO()
+    assert classify_stream(ComplexityModel.load(), io.BytesIO(b"\n".join(lines) + b"\n"),
+                           sink) == 3
+    out = [orjson.loads(x) for x in sink.getvalue().splitlines()]
+    assert [o.get("id") for o in out] == [1, None, 3]
+    assert out[1]["error"] == "line over 200 bytes" and "difficulty" in out[2]
