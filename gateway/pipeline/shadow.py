@@ -15,7 +15,8 @@ and kept as labels for ``routegate learn`` (``teams[].shadow``, core/learning_co
   at the batch price) and gives back what it did not spend. So a replica's
   shadow spend never passes ``rate`` × its traffic × (shadow price ÷ served
   price) plus one shadow's worst case, whatever the answers' lengths. At most
-  ``MAX_IN_FLIGHT`` at once, none for a team past its soft limit, and
+  ``MAX_IN_FLIGHT`` at once (``MAX_IN_FLIGHT_PER_TEAM`` of one team), none
+  for a team past its soft limit, and
   without a ``judge`` none of an answer whose form cannot be checked; the
   others skipped and counted. The shadow may write twice what the served
   model wrote (at least ``MIN_OUTPUT_CAP``), and no more than the client
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("routegate.shadow")
 
 MAX_IN_FLIGHT = 16
+MAX_IN_FLIGHT_PER_TEAM = 8   # no team takes more than half the slots
 MIN_OUTPUT_CAP = 32      # the least the shadow may write, whatever was served
 SHADOW = "shadow"
 
@@ -82,6 +84,7 @@ class Shadows:
     failed: int = 0            # the shadow or judge call failed, or nothing to compare
     _credit: dict[str, float] = field(default_factory=dict)
     _allowance: dict[str, float] = field(default_factory=dict)   # team -> USD it may spend
+    _running: dict[str, int] = field(default_factory=dict)       # team -> shadows in flight
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _closed: bool = False
 
@@ -120,6 +123,7 @@ class Shadows:
         cap = min(cap, req.max_tokens) if req.max_tokens else cap
         worst = cost_usd(model, o.prompt_tokens, cap, pool_rate(self.gw.config, "batch"))
         if (len(self._tasks) >= MAX_IN_FLIGHT or self.gw.labels is None or self._closed
+                or self._running.get(team, 0) >= MAX_IN_FLIGHT_PER_TEAM
                 or self.gw.soft_limited(caller) or self._allowance[team] < 0
                 or (shadow.judge is None
                     and not checkable(req.body, completion_message(answer)[0]))):
@@ -132,7 +136,12 @@ class Shadows:
         task = asyncio.create_task(self._run(caller, shadow, req, body, o.model, o.request_id,
                                              answer, worst))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._running[team] = self._running.get(team, 0) + 1
+        task.add_done_callback(lambda done: self._finished(team, done))
+
+    def _finished(self, team: str, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._running[team] -= 1
 
     async def aclose(self) -> None:
         self._closed = True

@@ -305,3 +305,44 @@ def test_a_shadow_cut_off_by_shutdown_bills_what_it_consumed(sim_url: str) -> No
         rows = ledger(again, TEST_KEY)
     assert rows["large"]["requests"] == 1 and rows["large"]["input_tokens"] > 0
     assert rows["large"]["cost_nanousd"] > 0
+
+
+def test_one_team_takes_at_most_its_share_of_the_shadow_slots() -> None:
+    """The in-flight slots are shared by every team: one team's burst takes at
+    most MAX_IN_FLIGHT_PER_TEAM of them; the rest are skipped and counted."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from gateway.pipeline import shadow as mod
+
+    async def scenario() -> tuple[int, int, int]:
+        release = asyncio.Event()
+
+        class Held(mod.Shadows):
+            async def _run(self, *args: object) -> None:
+                await release.wait()
+
+        model = SimpleNamespace(price=SimpleNamespace(input_per_mtok=1.0, output_per_mtok=1.0))
+        config = SimpleNamespace(pools=SimpleNamespace(batch=SimpleNamespace(price_multiplier=0.5)))
+        gw = SimpleNamespace(models={"large": model}, labels=object(), config=config,
+                             soft_limited=lambda caller: False)
+        shadows = Held(gw)  # type: ignore[arg-type]
+
+        def caller(team: str) -> SimpleNamespace:
+            cfg = SimpleNamespace(rate=0.5, model="large", judge="j")
+            return SimpleNamespace(team=SimpleNamespace(name=team, shadow=cfg))
+
+        req = SimpleNamespace(routed=True, operation=mod.CHAT, stream=False, max_tokens=None,
+                              body={}, messages=[])
+        for i in range(40):
+            o = SimpleNamespace(status=200, model="small", prompt_tokens=10,
+                                completion_tokens=10, request_id=f"r{i}")
+            shadows.offer(o, req, caller("busy" if i < 36 else "quiet"), {"choices": []})  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        counts = dict(shadows._running)
+        release.set()
+        await asyncio.gather(*shadows._tasks)
+        return counts.get("busy", 0), counts.get("quiet", 0), shadows.skipped
+
+    busy, quiet, skipped = asyncio.run(scenario())
+    assert busy == mod.MAX_IN_FLIGHT_PER_TEAM and quiet == 2 and skipped == 18 - busy
