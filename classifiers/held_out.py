@@ -22,7 +22,6 @@ two rankings' own.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ import numpy as np
 from classifiers.complexity import ComplexityModel
 from classifiers.dataset import Row, model_key
 from classifiers.evaluation import apgr_cpt
+from classifiers.labels import check_score, json_object
 from classifiers.outofdomain import pair_gap, ranking_apgr
 
 BOOTSTRAP_DRAWS = 1000
@@ -72,12 +72,7 @@ def read_held_out(path: Path) -> list[Row]:
 
 
 def _row(line: str, where: str) -> Row:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{where}: not JSON ({exc.msg})") from None
-    if not isinstance(obj, dict):
-        raise ValueError(f"{where}: not a JSON object")
+    obj = json_object(line, where)
     prompt, scores = obj.get("prompt"), obj.get("scores")
     source, task = obj.get("source", "held-out"), obj.get("task", "")
     if not isinstance(prompt, str) or not prompt.strip():
@@ -86,12 +81,9 @@ def _row(line: str, where: str) -> Row:
         raise ValueError(f"{where}: \"source\" and \"task\" must be strings")
     if not isinstance(scores, dict) or not scores:
         raise ValueError(f"{where}: \"scores\" must be an object of model: score")
-    for model, score in scores.items():
-        if (isinstance(score, bool) or not isinstance(score, (int, float))
-                or not 0.0 <= score <= 1.0):        # NaN fails the comparison too
-            raise ValueError(f"{where}: the score of {model!r} must be a number from 0 to 1")
     return Row(prompt, task, source,
-               {model_key(source, m): float(v) for m, v in scores.items()})
+               {model_key(source, m): check_score(v, f"{where}: the score of {m!r}")
+                for m, v in scores.items()})
 
 
 def resolve(rows: Sequence[Row], name: str) -> str:

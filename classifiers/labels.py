@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -135,10 +136,27 @@ class LabelSet:
 def check_label(model: object, score: object, where: str) -> tuple[str, float]:
     """(model, score) of one label, or a LabelError naming ``where``."""
     if not isinstance(model, str) or not model or len(model) > 200:
-        raise LabelError(f"{where}: 'model' must be a non-empty string")
+        raise LabelError(f"{where}: 'model' must be a non-empty string of at most 200 "
+                         "characters")
+    return model, check_score(score, f"{where}: 'score'")
+
+
+def check_score(score: object, what: str) -> float:
+    """A score in [0, 1] (a JSON number, not a boolean), or a LabelError naming ``what``."""
     if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1:
-        raise LabelError(f"{where}: 'score' must be a number in [0, 1], got {score!r}")
-    return model, float(score)
+        raise LabelError(f"{what} must be a number in [0, 1], got {score!r}")
+    return float(score)
+
+
+def json_object(line: bytes | str, where: str) -> dict[str, Any]:
+    """One JSON-lines record, or a LabelError naming ``where``."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise LabelError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise LabelError(f"{where}: not a JSON object")
+    return obj
 
 
 def parse_labels(lines: Iterable[bytes]) -> Labels:
@@ -148,12 +166,7 @@ def parse_labels(lines: Iterable[bytes]) -> Labels:
             raise LabelError(f"line {line_no}: over {MAX_LINE_BYTES:,} bytes")
         if not line.strip():
             continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise LabelError(f"line {line_no}: not JSON ({exc})") from None
-        if not isinstance(obj, dict):
-            raise LabelError(f"line {line_no}: not a JSON object")
+        obj = json_object(line, f"line {line_no}")
         text, n_messages = _prompt_of(obj, line_no)
         model, score = check_label(obj.get("model"), obj.get("score"), f"line {line_no}")
         labels.add(digest_of(text), partial(sketch_of, text, n_messages=n_messages),

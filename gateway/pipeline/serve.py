@@ -100,9 +100,8 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
     except ClientGone:
         o.status, o.error_code = 499, "client_closed_request"
     except asyncio.CancelledError:
-        # Cancelled mid-way (a shutdown past its grace, a shadow at close): what the
-        # upstream already consumed is billed as for a client that left. Work that
-        # runs again under its request id (a batch line) is billed when it does.
+        # A shutdown past its grace, a shadow at close: billed as a client that left,
+        # unless it runs again under its request id (a batch line) and bills then.
         if request_id is None:
             o.status, o.error_code = 499, "cancelled"
         raise
@@ -114,21 +113,31 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         logger.exception("request %s failed inside the gateway", o.request_id)
         await _fail(door, out, o, INTERNAL)
     finally:
-        o.attempts, o.escalations = attempts.count, attempts.escalations or None
-        if o.model is None and attempts.model is not None:
-            o.model = attempts.model.name      # a failed request is counted under its last try
-        o.fallbacks = attempts.fallback_reasons or None
-        o.latency_s = time.perf_counter() - started
-        stage = span.child("settle")
-        settled = settle(gw, o, attempts, bill)
-        if wait_settled and settled:
-            await asyncio.shield(asyncio.gather(*settled))
-        stage.end()
+        _tally(o, attempts, started)
+        await _settle(gw, o, attempts, bill, span, wait_settled)
         span.finish(o)
         gw.telemetry.request_completed(o)
         if caller is not None and not own:
             learn_from(gw, o, req, attempts, caller, bill)
     return o
+
+
+def _tally(o: Outcome, attempts: Attempts, started: float) -> None:
+    o.attempts, o.escalations = attempts.count, attempts.escalations or None
+    if o.model is None and attempts.model is not None:
+        o.model = attempts.model.name      # a failed request is counted under its last try
+    o.fallbacks = attempts.fallback_reasons or None
+    o.latency_s = time.perf_counter() - started
+
+
+async def _settle(gw: AppState, o: Outcome, attempts: Attempts, bill: Bill, span: Span,
+                  wait: bool) -> None:
+    """Bill the request; with ``wait``, return once its spend is stored."""
+    stage = span.child("settle")
+    settled = settle(gw, o, attempts, bill)
+    if wait and settled:
+        await asyncio.shield(asyncio.gather(*settled))
+    stage.end()
 
 
 async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: Caller,
