@@ -16,7 +16,6 @@ import argparse
 import logging
 import shlex
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -33,10 +32,11 @@ from classifiers.dataset import (
     load_prices,
     load_rows,
 )
+from classifiers.labels import MAX_LINE_BYTES, bounded_lines
 from classifiers.length import counter_for
 
 CLASSIFY_BATCH = 2000
-MAX_CLASSIFY_LINE = 4 * 1024 * 1024   # one prompt or conversation, as a JSON line
+MAX_CLASSIFY_LINE = MAX_LINE_BYTES   # one prompt or conversation, as a JSON line
 MAX_BOOTSTRAP = 100_000     # eval --held-out resamples: a bound on its run time
 
 
@@ -202,22 +202,11 @@ def classify_line(model: ComplexityModel, line: bytes) -> dict:
             "confidence": round(score.confidence, 6), "prompt_tokens": tokens}
 
 
-def _lines(source: BinaryIO, limit: int) -> Iterator[bytes | None]:
-    """``source``'s lines, None for one over ``limit`` bytes (read past, never held)."""
-    while line := source.readline(limit + 1):
-        if len(line) <= limit or line.endswith(b"\n") and len(line) == limit + 1:
-            yield line
-            continue
-        while line and not line.endswith(b"\n"):
-            line = source.readline(limit + 1)
-        yield None
-
-
 def classify_stream(model: ComplexityModel, source: BinaryIO, sink: BinaryIO) -> int:
     """Score every non-blank line of ``source``, writing results in input order;
     a line over ``MAX_CLASSIFY_LINE`` bytes is an error line of its own."""
     count, batch = 0, []
-    for line in _lines(source, MAX_CLASSIFY_LINE):
+    for line in bounded_lines(source, MAX_CLASSIFY_LINE):
         if line is not None and not line.strip():
             continue
         result = (classify_line(model, line) if line is not None else

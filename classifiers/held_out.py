@@ -31,7 +31,7 @@ import numpy as np
 from classifiers.complexity import ComplexityModel
 from classifiers.dataset import Row, model_key
 from classifiers.evaluation import apgr_cpt
-from classifiers.labels import check_score, json_object
+from classifiers.labels import MAX_LINE_BYTES, bounded_lines, check_score, json_object
 from classifiers.outofdomain import pair_gap, ranking_apgr
 
 BOOTSTRAP_DRAWS = 1000
@@ -50,18 +50,18 @@ class HeldOutResult:
     versus_length: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
-MAX_LINE_CHARS = 4_000_000      # one prompt with its scores
 MAX_ROWS = 200_000
 
 
 def read_held_out(path: Path) -> list[Row]:
     """The file's rows; ValueError naming the line for one that is not a prompt
-    with scores in [0, 1] (``source`` and ``task`` may be left out)."""
+    with scores in [0, 1] (``source`` and ``task`` may be left out), or is over
+    ``MAX_LINE_BYTES``."""
     rows: list[Row] = []
-    with open(path, encoding="utf-8", errors="strict") as fh:
-        for n, line in enumerate(iter(lambda: fh.readline(MAX_LINE_CHARS + 1), ""), 1):
-            if len(line) > MAX_LINE_CHARS:
-                raise ValueError(f"{path}:{n}: a line over {MAX_LINE_CHARS:,} characters")
+    with open(path, "rb") as fh:
+        for n, line in enumerate(bounded_lines(fh), 1):
+            if line is None:
+                raise ValueError(f"{path}:{n}: a line over {MAX_LINE_BYTES:,} bytes")
             if line.strip():
                 if len(rows) == MAX_ROWS:
                     raise ValueError(f"{path}: more than {MAX_ROWS:,} prompts")
@@ -71,7 +71,7 @@ def read_held_out(path: Path) -> list[Row]:
     return rows
 
 
-def _row(line: str, where: str) -> Row:
+def _row(line: bytes, where: str) -> Row:
     obj = json_object(line, where)
     prompt, scores = obj.get("prompt"), obj.get("scores")
     source, task = obj.get("source", "held-out"), obj.get("task", "")

@@ -15,11 +15,11 @@ A bad line is an error naming its line number, not skipped: labels are money.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
@@ -159,10 +159,23 @@ def json_object(line: bytes | str, where: str) -> dict[str, Any]:
     return obj
 
 
-def parse_labels(lines: Iterable[bytes]) -> Labels:
+def bounded_lines(fh: BinaryIO, limit: int = MAX_LINE_BYTES) -> Iterator[bytes | None]:
+    """A binary file's lines, None in place of one over ``limit`` bytes: that one
+    is read past in pieces, never held whole (label, held-out and classify input)."""
+    while line := fh.readline(limit + 1):
+        if len(line) <= limit or (len(line) == limit + 1 and line.endswith(b"\n")):
+            yield line
+            continue
+        while line and not line.endswith(b"\n"):
+            line = fh.readline(limit + 1)
+        yield None
+
+
+def parse_labels(lines: Iterable[bytes | None]) -> Labels:
+    """``lines`` as ``bounded_lines`` gives them (None: a line over the cap)."""
     labels = LabelSet()
     for line_no, line in enumerate(lines, 1):
-        if len(line) > MAX_LINE_BYTES:
+        if line is None:
             raise LabelError(f"line {line_no}: over {MAX_LINE_BYTES:,} bytes")
         if not line.strip():
             continue
@@ -190,4 +203,4 @@ def read_labels(path: str | Path) -> Labels:
     """The file's labels, read a line at a time: a line past ``MAX_LINE_BYTES`` is
     an error as soon as it is met, never held whole."""
     with open(path, "rb") as fh:
-        return parse_labels(iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b""))
+        return parse_labels(bounded_lines(fh))
