@@ -144,8 +144,8 @@ class ComplexityModel:
         try:
             arrays, meta = read_npz(target)
             return cls(arrays, meta)
-        except ArtifactError:
-            raise
+        except ArtifactError as exc:     # another format: named with its file too
+            raise ArtifactError(f"{target}: {exc}") from None
         except Exception as exc:   # a cut or foreign file: BadZipFile, KeyError, zlib.error...
             detail = str(exc).splitlines()[0][:200] if str(exc) else ""
             raise ArtifactError(f"{target}: not a usable routegate classifier artifact "
