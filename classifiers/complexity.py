@@ -122,6 +122,11 @@ class ComplexityModel:
         self._tiers = tuple(meta["tier_cuts"])
         self._weak_logit = float(meta["weak_logit"])
         self._learned = _learned_terms(arrays)   # ``routegate learn`` (classifiers/learning.py)
+        # The prompts (digests) those terms were fitted on; None: not learned, or learned
+        # by a version that did not keep them.
+        self.fitted_prompts: frozenset[bytes] | None = (
+            frozenset(bytes(row) for row in arrays["learned_prompts"])
+            if "learned_prompts" in arrays else None)
         if self._learned is not None:
             self._abilities.update({f"learned/{n}": a for n, a in self._learned.abilities.items()})
 
@@ -235,6 +240,11 @@ class ComplexityModel:
             if key.split("/", 1)[1] == model_name:
                 return value
         return None
+
+    @property
+    def is_learned(self) -> bool:
+        """Whether ``routegate learn`` wrote this artifact."""
+        return self._learned is not None
 
     def learned_terms(self, name: str) -> tuple[float, str] | None:
         """(ability, offset key) of a model that ``routegate learn`` fitted by this

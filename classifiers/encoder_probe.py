@@ -26,14 +26,15 @@ from classifiers.learning import Base, Result, gain, held_out_apgr
 ALPHAS = (0.3, 1.0, 3.0, 10.0, 30.0)
 
 
-def compare_encoder(labels: Labels, texts: Sequence[str], result: Result, base: Base,
-                    seed: int = 0, held_fraction: float = 0.5) -> dict[str, float | None]:
+def compare_encoder(labels: Labels, texts: Sequence[str], result: Result, base: Base
+                    ) -> dict[str, float | None]:
     """Held-out APGR of a ridge head on MiniLM's embeddings ("encoder"), of its mean
     with the learned gain, and of a head on the static distillation ("static")."""
     from sklearn.linear_model import Ridge
     from sklearn.model_selection import cross_val_score
 
-    train, held = labels.split(held_fraction, seed)
+    held = result.held                     # the prompts ``learn`` held out
+    train = ~held
     strong, weak = result.strong, result.weak
     index, s, w = labels.pair_scores(train, strong, weak)
     if index.size < 10:

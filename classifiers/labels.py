@@ -15,7 +15,7 @@ A bad line is an error naming its line number, not skipped: labels are money.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -48,11 +48,15 @@ class Labels:
     def __len__(self) -> int:
         return int(self.score.size)
 
-    def split(self, held_fraction: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def split(self, held_fraction: float, seed: int = 0,
+              fitted: Collection[bytes] = ()) -> tuple[np.ndarray, np.ndarray]:
         """Boolean masks over prompts (train, held out), by a hash of each
-        prompt's text and the seed: the same labels always split the same way."""
+        prompt's text and the seed: the same labels always split the same way.
+        A prompt in ``fitted`` (digests the current classifier was fitted on)
+        is never held out: it would score the current one in-sample."""
         cut = int(held_fraction * 2**32)
-        held = np.asarray([_bucket(p.digest, seed) < cut for p in self.prompts], dtype=bool)
+        held = np.asarray([_bucket(p.digest, seed) < cut and p.digest not in fitted
+                           for p in self.prompts], dtype=bool)
         return ~held, held
 
     def strong_weak(self) -> tuple[int, int]:

@@ -1,9 +1,10 @@
 """``routegate learn``: refit the complexity model on labels from the traffic it serves.
 
     labels = read_labels("labels.jsonl")
-    result = learn(ComplexityModel.load(), labels, seed=0)
-    result.before, result.after          # held-out APGR of the shipped and the learned
-    write_learned("out/", base_path, result, labels_path)
+    result, base = learn(ComplexityModel.load(), labels, seed=0)
+    result.before, result.after          # held-out APGR of the current and the learned
+    write_learned(Path("out"), base_path, result.fit, labels, (result.strong, result.weak),
+                  base, provenance)      # classifiers/learned_artifact.py
 
 Warm start: the shipped model's difficulty d0(x) and skill posterior z(x) stay
 as they are, and the labels fit what sits on top of them, with every
@@ -79,6 +80,8 @@ class Result:
     after: float | None        # held-out APGR, the learned gain (P strong - P weak)
     n_train_labels: int
     n_held_prompts: int
+    held: np.ndarray           # mask over labels.prompts: the held-out ones
+    n_fitted: int              # prompts never held out: the current classifier was fitted on them
     cv: dict[float, float] = field(default_factory=dict)   # lambda -> CV log loss
 
 
@@ -225,8 +228,12 @@ def gain(fit: Fit, base: Base, strong: int, weak: int) -> np.ndarray:
 
 def learn(model: ComplexityModel, labels: Labels, seed: int = 0,
           held_fraction: float = HELD_FRACTION) -> tuple[Result, Base]:
+    """Fit on a split of ``labels``; score the current classifier (``model``) and the
+    fit on the rest. When ``model`` was itself learned, the prompts it was fitted
+    on stay in training: held out, they would score it in-sample."""
     base = base_terms(model, labels.prompts)
-    train, held = labels.split(held_fraction, seed)
+    fitted = model.fitted_prompts or frozenset()
+    train, held = labels.split(held_fraction, seed, fitted)
     train_rows = np.flatnonzero(train[labels.prompt])
     if train_rows.size == 0:
         raise ValueError("no labels left to train on after the held-out split")
@@ -238,5 +245,6 @@ def learn(model: ComplexityModel, labels: Labels, seed: int = 0,
                           for p in labels.prompts])
     before, n_held = held_out_apgr(labels, held, strong, weak, current)
     after, _ = held_out_apgr(labels, held, strong, weak, gain(fit, base, strong, weak))
+    n_fitted = sum(p.digest in fitted for p in labels.prompts)
     return Result(fit, labels.names, weak, strong, before, after, int(train_rows.size),
-                  n_held, cv), base
+                  n_held, held, n_fitted, cv), base

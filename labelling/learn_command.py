@@ -93,11 +93,19 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def report(result: Result) -> str:
+def report(result: Result, model: ComplexityModel) -> str:
     strong, weak = result.names[result.strong], result.names[result.weak]
+    if model.fitted_prompts is not None:
+        kept = (f"; {result.n_fitted} prompts the current classifier was fitted on are "
+                "never held out")
+    elif model.is_learned:
+        kept = ("; the current classifier was learned by an older routegate that did not "
+                "keep its prompts: 'before' may be in-sample")
+    else:
+        kept = ""
     return "\n".join([
         f"labels: {result.n_train_labels} for training; {result.n_held_prompts} held-out "
-        f"prompts answered by both {strong} (strong) and {weak} (weak)",
+        f"prompts answered by both {strong} (strong) and {weak} (weak){kept}",
         f"penalty on the new difficulty term: {result.fit.lam:g} (3-fold CV log loss "
         + ", ".join(f"{k:g}: {v:.4f}" for k, v in result.cv.items()) + ")",
         f"held-out APGR  before (current classifier): {_fmt(result.before)}",
@@ -122,14 +130,17 @@ def run_learn(args: argparse.Namespace) -> int:
     except (OSError, LabelError, ConfigError, ValueError) as exc:   # ArtifactError too
         print(f"routegate learn: {exc}", file=sys.stderr)
         return 2
-    print(report(result))
+    print(report(result, model))
     if args.compare_encoder and args.labels:
         _compare_encoder(args, labels, result, base)
     better = (result.before is not None and result.after is not None
               and result.after > result.before)
     if not better and not args.force:
-        print("not written: the learned model is not better on the held-out prompts "
-              "(--force writes it anyway)", file=sys.stderr)
+        why = (f"{result.n_held_prompts} held-out prompts the current classifier was not "
+               "fitted on, too few to compare on: label more traffic first"
+               if result.before is None and result.n_fitted else
+               "the learned model is not better on the held-out prompts")
+        print(f"not written: {why} (--force writes it anyway)", file=sys.stderr)
         return 1
     final = fit_labels(base, labels, np.arange(len(labels)), result.fit.lam)
     provenance = {
@@ -144,7 +155,7 @@ def run_learn(args: argparse.Namespace) -> int:
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
     try:
-        target = write_learned(args.out, start, final, labels.names,
+        target = write_learned(args.out, start, final, labels,
                                (result.strong, result.weak), base, provenance)
     except OSError as exc:
         print(f"routegate learn: cannot write {args.out}: {exc}", file=sys.stderr)
@@ -159,8 +170,7 @@ def _compare_encoder(args: argparse.Namespace, labels: Labels, result: Result,
     from classifiers.labels import prompt_texts
 
     texts = prompt_texts(args.labels)
-    figures = compare_encoder(labels, [texts[p.digest] for p in labels.prompts], result, base,
-                              seed=args.seed, held_fraction=args.held_out)
+    figures = compare_encoder(labels, [texts[p.digest] for p in labels.prompts], result, base)
     print(f"held-out APGR  encoder (MiniLM + ridge, alpha {figures.get('encoder alpha')}): "
           f"{_fmt(figures['encoder'])}")
     print(f"held-out APGR  mean of encoder and learned:   {_fmt(figures['mean with learned'])}")

@@ -194,3 +194,34 @@ def test_compare_encoder_ranks_the_same_held_out_half_with_the_reading_encoder(
     assert static and 0.0 <= float(static[0]) <= 1.0
     # Recipes against spreadsheets: a topic an embedding sees at once.
     assert float(encoder[0]) > float(figures["held-out APGR  before (current classifier)"])
+
+
+def test_learning_again_holds_out_only_prompts_the_current_artifact_was_not_fitted_on(
+        tmp_path: Path) -> None:
+    """A learned artifact keeps the prompts it was fitted on; learning from it
+    again must not score it on them, or 'before' is an in-sample figure."""
+    lines = label_lines()
+    first = tmp_path / "first.jsonl"      # every other prompt (two lines each)
+    first.write_bytes(b"\n".join(line for i, line in enumerate(lines) if (i // 2) % 2 == 0))
+    out = tmp_path / "learned"
+    run = _learn_cli("--labels", str(first), "--out", str(out), "--force")
+    assert run.returncode == 0, run.stderr
+    current = ComplexityModel.load(out)
+    old = parse_labels(first.read_bytes().splitlines())
+    assert current.fitted_prompts == {p.digest for p in old.prompts}
+
+    labels = parse_labels(lines)          # the old prompts and as many new ones
+    result, _ = learn(current, labels, seed=0)
+    held = {p.digest for p, h in zip(labels.prompts, result.held, strict=True) if h}
+    assert held and not held & current.fitted_prompts
+    assert result.n_fitted == len(old.prompts) == len(labels.prompts) // 2
+    _, plain = labels.split(0.5, 0)       # the split without the rule holds old ones out
+    assert any(p.digest in current.fitted_prompts
+               for p, h in zip(labels.prompts, plain, strict=True) if h)
+
+    again = _learn_cli("--labels", str(first), "--classifier", str(out),
+                       "--out", str(tmp_path / "again"))
+    assert again.returncode == 1, again.stderr    # nothing unseen to compare on
+    assert f"{len(old.prompts)} prompts the current classifier was fitted on" in again.stdout
+    assert "0 held-out prompts the current classifier was not fitted on" in again.stderr
+    assert not (tmp_path / "again").exists()
