@@ -3,6 +3,8 @@
     learning:
       labels: true                  # record labels from escalations (and feedback, per team)
       feedback_window_s: 86400      # POST /v1/feedback is taken for a request this long
+      feedback_max_misses: 120      # per team: feedback on unknown ids per window, then 429
+      feedback_miss_window_s: 60
       keep_labels: 200000           # per team, the newest kept (a Redis stream, trimmed)
       keep_days: 90                 # and none older
       max_pending: 20000            # per replica, labels and served records waiting to be written
@@ -51,6 +53,10 @@ class LearningSettings(Strict):
     keep_labels: int = Field(default=200_000, ge=100, le=500_000)   # what learn reads at most
     keep_days: float = Field(default=90, gt=0, le=3650)
     max_pending: int = Field(default=20_000, ge=100, le=1_000_000)
+    # Feedback on an id the team has no answer under (or scored already), per team and
+    # window, shared by the replicas (gateway/guard.py): past it, 429 until the window ends.
+    feedback_max_misses: int = Field(default=120, ge=1, le=1_000_000)
+    feedback_miss_window_s: int = Field(default=60, ge=1, le=3600)
 
 
 class ShadowConfig(Strict):

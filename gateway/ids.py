@@ -1,6 +1,7 @@
 """Request ids: the gateway's own, and the client's (echoed and logged only).
 
-    rid = new_request_id()                       # "req_3f9a...", 96 random bits
+    rid = new_request_id()                       # "req_" + the time (ms) + 80 random bits
+    issued_s(rid)                                # when: POST /v1/feedback's wait asks
     echo = client_request_id(headers.get("x-request-id"))   # or None
 
 Budget idempotency keys on the gateway's id. A client-chosen id is never
@@ -11,13 +12,26 @@ proxies do) must bill, limit and rate-count every call like any other.
 from __future__ import annotations
 
 from random import getrandbits
+from time import time
 
 MAX_CLIENT_ID_CHARS = 128
+_ID_CHARS = 4 + 11 + 20
 
 
 def new_request_id() -> str:
-    # Unique, not secret (nothing is authorised by it): no syscall per request.
-    return f"req_{getrandbits(96):024x}"
+    # Unique, not secret (nothing is authorised by it): the issue time in ms (11 hex
+    # digits: until the year 2527), then 80 random bits. No syscall per request.
+    return f"req_{int(time() * 1000):011x}{getrandbits(80):020x}"
+
+
+def issued_s(request_id: str) -> float | None:
+    """When ``new_request_id`` made ``request_id`` (epoch seconds); None if it did not."""
+    if len(request_id) != _ID_CHARS or not request_id.startswith("req_"):
+        return None
+    try:
+        return int(request_id[4:15], 16) / 1000
+    except ValueError:
+        return None
 
 
 def client_request_id(incoming: str | None) -> str | None:

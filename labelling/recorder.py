@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
+import math
+import time
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +38,7 @@ FLUSH_S = 0.25
 # An unknown request id is asked again after these waits: the replica that
 # answered it flushes every FLUSH_S, later when it is busy sketching a backlog.
 FEEDBACK_RETRY_S = (0.25, 0.5, 1.0)
+MAX_WAITING = 16            # per team: feedback requests waiting so at once, on a replica
 MAX_PENDING_CHARS = 64 * 1024 * 1024
 SLICE = 16                  # sketches between yields to the event loop
 MAX_PER_FLUSH = 2000
@@ -59,6 +62,8 @@ class Recorder:
     lost: int = 0
     _pending: deque[_Pending] = field(default_factory=deque)
     _chars: int = 0
+    _waiting: Counter[str] = field(default_factory=Counter)   # team -> feedback waiting
+    _throttled: dict[str, float] = field(default_factory=dict)   # team -> monotonic end
 
     def observe(self, team: str, request_id: str, messages: list[dict[str, Any]], *,
                 labels: list[tuple[str, float, str]] | None = None,
@@ -76,20 +81,41 @@ class Recorder:
                                       (has_tools, has_response_format), keep_text))
         self._chars += len(text)
 
-    async def feedback(self, team: str, request_id: str, score: float) -> tuple[str, str]:
+    async def feedback(self, team: str, request_id: str, score: float, *,
+                       wait: bool = True) -> tuple[str, str]:
         """``LabelStore.feedback``, for an answer that may have been sent a moment
-        ago: what waits here is written first, and an unknown id is asked again
-        over the next 1.75 s (``FEEDBACK_RETRY_S``), while the replica that
-        answered it flushes."""
+        ago: what waits here is written first, and with ``wait`` an unknown id is
+        asked again over the next 1.75 s (``FEEDBACK_RETRY_S``), while the
+        replica that answered it flushes; at most ``MAX_WAITING`` of a team's at
+        once, the others answered at once. A team the store has throttled is
+        answered from memory, without Redis, until its window ends."""
+        until = self._throttled.get(team, 0.0)
+        if until > time.monotonic():
+            return "throttled", str(math.ceil(until - time.monotonic()))
         if self._pending:
             await self.flush()
-        status, model = await self.store.feedback(team, request_id, score)
-        for delay in FEEDBACK_RETRY_S:
-            if status != "unknown":
-                break
-            await asyncio.sleep(delay)
-            status, model = await self.store.feedback(team, request_id, score)
-        return status, model
+        waits = wait and self._waiting[team] < MAX_WAITING
+        status, detail = await self.store.feedback(team, request_id, score, count_miss=not waits)
+        if status == "unknown" and waits:
+            status, detail = await self._ask_again(team, request_id, score)
+        if status == "throttled":
+            self._throttled[team] = time.monotonic() + int(detail)
+        return status, detail
+
+    async def _ask_again(self, team: str, request_id: str, score: float) -> tuple[str, str]:
+        self._waiting[team] += 1
+        try:
+            for n, delay in enumerate(FEEDBACK_RETRY_S, 1):
+                await asyncio.sleep(delay)
+                status, detail = await self.store.feedback(
+                    team, request_id, score, count_miss=n == len(FEEDBACK_RETRY_S))
+                if status != "unknown":
+                    break
+        finally:
+            self._waiting[team] -= 1
+            if not self._waiting[team]:
+                del self._waiting[team]
+        return status, detail
 
     async def run(self) -> None:
         while True:

@@ -2,7 +2,8 @@
 
     store = LabelStore(redis, "rg", settings)
     await store.write([Write(team, request_id, sketch_bytes, text, labels, served_model)])
-    status, model = await store.feedback("acme", request_id, 0.8)   # "ok" | "unknown" | "already"
+    status, detail = await store.feedback("acme", request_id, 0.8)
+    # ok | unknown | already (detail: the model that answered) | throttled (detail: retry s)
     async for label in store.read("acme", since_s=7 * 86400): ...
 
 A label is a stream entry ``{m: model, s: score, src: source, rid: request id,
@@ -15,10 +16,17 @@ A served record (a hash with the model, the sketch, and the text when kept)
 lives ``feedback_window_s``: feedback on it becomes a label exactly once, in
 one script, and the record remembers that it was given (a second answer is
 "already"). A request of another team, or an expired one, is "unknown".
+
+"unknown" and "already" are misses, counted per team in a fixed window
+(``learning.feedback_miss_window_s``) in the same script: once a team has
+``feedback_max_misses`` in the window, all its feedback is "throttled"
+until the window ends, on every replica alike. An unknown id that will be
+asked again (``count_miss=False``) is not counted: only its last try is.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -31,13 +39,25 @@ SOURCES = ("escalation", "feedback", "shadow")
 PAGE = 1000
 TRIM_EVERY_S = 60.0
 
-# KEYS: served record, labels stream. ARGV: score, maxlen, the stream's ttl (s), the
-# oldest id to keep (keep_days ago).
-# Reply: {status, model}: ok | unknown (no such record) | already (feedback given)
+# KEYS: served record, labels stream, the team's miss count. ARGV: score, maxlen, the
+# stream's ttl (s), the oldest id to keep (keep_days ago), max misses, the miss window
+# (ms), 1 to count this lookup as a miss if it is unknown.
+# Reply: {status, detail}: ok | unknown (no such record) | already (feedback given), with
+# the model; throttled, with the miss window's ms left.
 FEEDBACK = """
+local misses = tonumber(redis.call('GET', KEYS[3]) or '0')
+if misses >= tonumber(ARGV[5]) then
+  return {'throttled', tostring(redis.call('PTTL', KEYS[3]))}
+end
 local r = redis.call('HMGET', KEYS[1], 'm', 'k', 'p', 'done', 'rid')
-if not r[1] then return {'unknown', ''} end
-if r[4] then return {'already', r[1]} end
+if not r[1] or r[4] then
+  -- "already" is final; "unknown" may be asked again, and then counts on its last try.
+  if (r[1] or ARGV[7] == '1') and redis.call('INCR', KEYS[3]) == 1 then
+    redis.call('PEXPIRE', KEYS[3], ARGV[6])
+  end
+  if not r[1] then return {'unknown', ''} end
+  return {'already', r[1]}
+end
 redis.call('HSET', KEYS[1], 'done', ARGV[1])
 local args = {'XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*',
               'm', r[1], 's', ARGV[1], 'src', 'feedback', 'rid', r[5], 'k', r[2]}
@@ -113,14 +133,24 @@ class LabelStore:
             pipe.expire(self.keys.labels(team), self._keep_s)
         await pipe.execute()
 
-    async def feedback(self, team: str, request_id: str, score: float) -> tuple[str, str]:
-        """(status, the model that answered): ``ok``, ``unknown`` or ``already``."""
-        keys = [self.keys.served(team, request_id), self.keys.labels(team)]
-        oldest_ms = int((time.time() - self._settings.keep_days * 86400) * 1000)
-        status, model = await self._feedback(
-            keys=keys, args=[repr(score), self._settings.keep_labels, self._keep_s,
-                             f"{oldest_ms}-0"])
-        return _text(status), _text(model)
+    async def feedback(self, team: str, request_id: str, score: float, *,
+                       count_miss: bool = True) -> tuple[str, str]:
+        """(status, detail): ``ok``, ``unknown`` or ``already`` with the model that
+        answered, or ``throttled`` with the seconds until the team's miss window ends."""
+        s = self._settings
+        keys = [self.keys.served(team, request_id), self.keys.labels(team),
+                self.keys.misses(team)]
+        oldest_ms = int((time.time() - s.keep_days * 86400) * 1000)
+        status, detail = await self._feedback(
+            keys=keys, args=[repr(score), s.keep_labels, self._keep_s, f"{oldest_ms}-0",
+                             s.feedback_max_misses, s.feedback_miss_window_s * 1000,
+                             int(count_miss)])
+        status = _text(status)
+        if status == "throttled":      # ms left; none (-1, -2): the whole window
+            left_ms = int(_text(detail))
+            return status, str(math.ceil(left_ms / 1000) if left_ms > 0
+                               else s.feedback_miss_window_s)
+        return status, _text(detail)
 
     async def read(self, team: str, since_s: float | None = None, *,
                    limit: int | None = None) -> AsyncIterator[Label]:

@@ -10,21 +10,34 @@ answered, on a sketch of that prompt (``labelling/``), for ``routegate learn
 naming the setting), for ``learning.feedback_window_s`` after the answer
 (404 after, as for another team's request), once per request (409 after);
 503 when the label store cannot be reached.
+
+An answer sent a moment ago may still be on its way to Redis from the
+replica that served it: for an id issued in the last ``FRESH_S`` (ids carry
+their time, ``gateway/ids.py``) an unknown one is asked again for up to
+1.75 s (``labelling/recorder.py``); any other is answered at once. 404s and
+409s are misses, counted per team across the replicas: from
+``learning.feedback_max_misses`` in ``feedback_miss_window_s`` on, the
+team's feedback is 429 until the window ends (``labelling/store.py``).
 """
 
 from __future__ import annotations
+
+import time
 
 from fastapi import APIRouter
 from fastapi.responses import Response
 from pydantic import Field, field_validator
 from redis.exceptions import RedisError
 
-from core.errors import Conflict, NotFound, PermissionDenied, ServiceUnavailable
+from core.errors import Conflict, NotFound, PermissionDenied, RateLimited, ServiceUnavailable
 from core.strict import Strict
 from gateway.deps import State, TeamCaller
+from gateway.ids import issued_s
 from gateway.routes.json import json_response
 
 router = APIRouter()
+FRESH_S = 5.0       # an id issued this recently may be on its way to Redis
+SKEW_S = 2.0        # ... or a little ahead, from another host's clock
 
 
 class Feedback(Strict):
@@ -40,6 +53,13 @@ class Feedback(Strict):
         return value
 
 
+def fresh(request_id: str) -> bool:
+    """Whether this gateway issued ``request_id`` a moment ago (any replica, within a
+    clock skew of ``SKEW_S``)."""
+    issued = issued_s(request_id)
+    return issued is not None and -SKEW_S <= time.time() - issued <= FRESH_S
+
+
 @router.post("/v1/feedback")
 async def give_feedback(spec: Feedback, gw: State, caller: TeamCaller) -> Response:
     team = caller.team.name
@@ -50,10 +70,18 @@ async def give_feedback(spec: Feedback, gw: State, caller: TeamCaller) -> Respon
         raise ServiceUnavailable("Labels are off on this gateway (learning.labels: false).",
                                  code="labels_disabled")
     try:
-        status, model = await gw.labels.feedback(team, spec.request_id, spec.score)
+        status, model = await gw.labels.feedback(team, spec.request_id, spec.score,
+                                                 wait=fresh(spec.request_id))
     except RedisError:
         raise ServiceUnavailable("The label store (Redis) is not answering; try again.",
                                  code="labels_unavailable", headers={"retry-after": "5"}) from None
+    if status == "throttled":
+        learning = gw.config.learning
+        raise RateLimited(f"Team {team!r} sent feedback for {learning.feedback_max_misses} "
+                          "unknown or already scored answers within "
+                          f"{learning.feedback_miss_window_s} s (learning.feedback_max_misses); "
+                          f"try again in {model} s.", code="feedback_misses",
+                          headers={"retry-after": model})
     if status == "unknown":
         raise NotFound(f"No answer with request id '{spec.request_id}' takes feedback: it is "
                        "not this team's, or older than learning.feedback_window_s "

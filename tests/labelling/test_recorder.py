@@ -143,3 +143,29 @@ async def test_every_label_and_every_feedback_renews_the_streams_expiry(store) -
     assert await labels.feedback("quiet", "req_q", 1.0) == ("ok", "small")
     assert 0 < await redis.ttl(only) <= keep_s
     await redis.delete(key, only)
+
+
+@on_redis
+async def test_an_id_not_issued_a_moment_ago_is_answered_without_waiting(store) -> None:
+    """Only a team's first MAX_WAITING lookups of unknown ids wait for a record on its
+    way; the next, and any asked not to wait, are answered while those still wait."""
+    from labelling.recorder import MAX_WAITING
+
+    labels, settings = store
+    recorder = Recorder(labels, settings)
+    waiting = [asyncio.create_task(recorder.feedback("acme", f"req_w{i}", 1.0))
+               for i in range(MAX_WAITING)]
+    await asyncio.sleep(0.1)                     # each has asked once and sleeps
+    assert not any(task.done() for task in waiting)
+    assert await recorder.feedback("acme", "req_extra", 1.0) == ("unknown", "")
+    assert await recorder.feedback("other", "req_x", 1.0, wait=False) == ("unknown", "")
+    assert not any(task.done() for task in waiting)    # both answered while those wait
+    other = asyncio.create_task(recorder.feedback("other", "req_y", 1.0))   # its own cap
+    await asyncio.sleep(0.1)
+    assert not other.done()
+    assert [await t for t in waiting] == [("unknown", "")] * MAX_WAITING
+    assert await other == ("unknown", "")
+    assert not recorder._waiting                 # every wait let go of its place
+    # Each miss counted once, however many times it was asked.
+    assert int(await labels._redis.get(labels.keys.misses("acme"))) == MAX_WAITING + 1
+    assert int(await labels._redis.get(labels.keys.misses("other"))) == 2
