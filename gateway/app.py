@@ -43,7 +43,7 @@ from gateway.observe.startup import log_startup
 from gateway.reload import reload_logged, watch_config
 from gateway.routes import admin, anthropic, batches, doors, feedback, files, meta, responses, ui, usage
 from gateway.server import raise_open_file_limit
-from gateway.state import AppState
+from gateway.state import AppState, Classifiers
 
 log = logging.getLogger("routegate.app")
 
@@ -71,10 +71,12 @@ def _from_http_exception(request: Request, exc: StarletteHTTPException) -> Gatew
     return error
 
 
-def create_app(config: GatewayConfig, config_path: str | None = None) -> RouteGate:
+def create_app(config: GatewayConfig, config_path: str | None = None,
+               checked: Classifiers | None = None) -> RouteGate:
+    """``checked``: classifiers already loaded for this config (``AppState.start``)."""
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        gw = app.state.gw = await AppState.start(config, config_path)
+        gw = app.state.gw = await AppState.start(config, config_path, checked)
         app.state.edge = EdgeState.start(gw)
         log_startup(gw)     # where it listens, what it runs on, a warning per unsafe setting
         if config_path is not None:
@@ -130,8 +132,14 @@ async def _blob_missing(request: Request, exc: BlobMissing) -> Response:
 
 def create_app_from_env() -> RouteGate:
     """Factory for ``uvicorn --factory`` and multi-worker serving."""
+    path = os.environ.get(CONFIG_ENV, DEFAULT_CONFIG)
+    return serving_app(load_config(path), path)
+
+
+def serving_app(config: GatewayConfig, config_path: str,
+                checked: Classifiers | None = None) -> RouteGate:
+    """The app ``routegate serve`` runs, with the process set up for serving."""
     logging.basicConfig(level=os.environ.get("ROUTEGATE_LOG_LEVEL", "info").upper(),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     raise_open_file_limit()   # every connection holds a descriptor; 1,024 is not many
-    path = os.environ.get(CONFIG_ENV, DEFAULT_CONFIG)
-    return create_app(load_config(path), config_path=path)
+    return create_app(config, config_path=config_path, checked=checked)

@@ -41,7 +41,7 @@ from core.errors import AuthenticationFailed, NotFound, ServiceUnavailable
 from scheduling.fleet import replicas_key
 
 if TYPE_CHECKING:
-    from gateway.state import AppState
+    from gateway.state import AppState, Classifiers
 
 log = logging.getLogger("routegate.batch")
 
@@ -165,14 +165,15 @@ def batch_service(gw: AppState) -> BatchService:
     return service
 
 
-async def run_worker(config: GatewayConfig, config_path: str | None = None) -> None:
+async def run_worker(config: GatewayConfig, config_path: str | None = None,
+                     checked: Classifiers | None = None) -> None:
     """``routegate worker``: the batch worker alone, until SIGTERM or SIGINT.
 
         routegate worker --config config/routegate.yaml
     """
     from gateway.state import AppState
 
-    gw = await AppState.start(config, config_path)
+    gw = await AppState.start(config, config_path, checked)   # the config check's
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

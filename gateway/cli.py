@@ -17,7 +17,7 @@ from typing import Any
 from classifiers import commands as classifier_commands
 from classifiers.complexity import ArtifactError, ComplexityModel
 from core.config import ConfigError, GatewayConfig, load_config
-from gateway.app import CONFIG_ENV, DEFAULT_CONFIG
+from gateway.app import CONFIG_ENV, DEFAULT_CONFIG, serving_app
 from gateway.auth import hash_key
 from gateway.observe.startup import LISTEN_ENV
 from gateway.observe.telemetry import MULTIPROC_ENV, fresh_metrics_dir
@@ -29,6 +29,7 @@ from gateway.server import (
     RequestLimits,
     uvicorn_options,
 )
+from gateway.state import Classifiers, artifact_stamp
 from labelling import learn_command
 from loadtest import commands as loadtest_commands
 from policies import POLICIES, get_policy
@@ -39,37 +40,43 @@ def load_checked_config(path: str) -> GatewayConfig:
     policy exists and accepts the config (``core`` cannot import ``policies``),
     and that every classifier it names loads. ``serve`` and ``check-config``
     both go through here, so a config that passes ``check-config`` starts."""
+    return load_checked(path)[0]
+
+
+def load_checked(path: str) -> tuple[GatewayConfig, Classifiers]:
+    """``load_checked_config``, and the classifiers it loaded to check them, by
+    path (None: the shipped one), for a gateway in this process to start on."""
     config = load_config(path, check=policy_name_errors)
     try:
         get_policy(config.routing.auto_policy, config)
     except ValueError as exc:
         raise ConfigError(path, [("routing.auto_policy", str(exc))]) from None
-    errors = classifier_errors(config)
+    loaded, errors = check_classifiers(config)
     if errors:
         raise ConfigError(path, errors)
-    return config
+    return config, loaded
 
 
-def classifier_errors(config: GatewayConfig) -> list[tuple[str, str]]:
-    """``routing.classifier`` and ``teams[].classifier`` that cannot be loaded. At
-    start-up that is an error; a reload that meets one keeps the last good copy."""
-    named = [("routing.classifier", config.routing.classifier)] + [
-        (f"teams[{i}].classifier", team.classifier) for i, team in enumerate(config.teams)]
-    errors: list[tuple[str, str]] = []
-    problem: dict[str, str | None] = {}     # by path: each artifact is read once
-    for where, path in named:
-        if path is None:
-            continue
-        if path not in problem:
+def check_classifiers(config: GatewayConfig) -> tuple[Classifiers, list[tuple[str, str]]]:
+    """Loads ``routing.classifier`` and every ``teams[].classifier``, each artifact
+    once: (those that loaded, with their stamps; the errors of those that did not,
+    by key). At start-up an error stops it; a reload that meets one keeps the
+    last good copy."""
+    named = [(where, path) for where, path in
+             [("routing.classifier", config.routing.classifier)]
+             + [(f"teams[{i}].classifier", t.classifier) for i, t in enumerate(config.teams)]
+             if path is not None]     # None: the shipped one, loaded at start
+    loaded: Classifiers = {}
+    problem: dict[str, str] = {}
+    for _, path in named:
+        if path not in loaded and path not in problem:
+            stamp = artifact_stamp(path)    # before the read: a change after it reads again
             try:
-                ComplexityModel.load(path)
-                problem[path] = None
+                loaded[path] = (ComplexityModel.load(path), stamp)
             except ArtifactError as exc:
                 problem[path] = str(exc)
-        found = problem[path]
-        if found is not None:
-            errors.append((where, found))
-    return errors
+    errors = [(where, problem[path]) for where, path in named if path in problem]
+    return loaded, errors
 
 
 def policy_name_errors(data: Any) -> list[tuple[str, str]]:
@@ -82,13 +89,14 @@ def policy_name_errors(data: Any) -> list[tuple[str, str]]:
     return []
 
 
-def _load(path: str) -> GatewayConfig | None:
-    """The config, or None after printing every error with its key path."""
+def _load(path: str) -> tuple[GatewayConfig, Classifiers] | tuple[None, None]:
+    """The config and its classifiers, or Nones after printing every error with its
+    key path."""
     try:
-        return load_checked_config(path)
+        return load_checked(path)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
-        return None
+        return None, None
 
 
 def seconds(text: str) -> float:
@@ -102,8 +110,8 @@ def seconds(text: str) -> float:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    config = _load(args.config)
-    if config is None:
+    config, checked = _load(args.config)
+    if config is None or checked is None:
         return 2
     if args.workers > 1:
         # Each worker counts into files here and /metrics sums them, so a
@@ -114,14 +122,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.environ.setdefault("ROUTEGATE_LOG_LEVEL", args.log_level)
     limits = RequestLimits.for_routes(args.max_header_bytes, args.header_timeout,
                                       args.body_timeout, args.upload_timeout)
-    uvicorn.run("gateway.app:create_app_from_env", factory=True, host=args.host, port=args.port,
+    # One worker serves in this process, on the classifiers just checked; more are
+    # processes of their own, each loading its copy.
+    app = ("gateway.app:create_app_from_env" if args.workers > 1
+           else serving_app(config, args.config, checked))
+    uvicorn.run(app, factory=args.workers > 1, host=args.host, port=args.port,
                 workers=args.workers, access_log=False, log_level="warning",
                 timeout_graceful_shutdown=10, **uvicorn_options(limits))
     return 0
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    config = _load(args.path)
+    config, _ = _load(args.path)
     if config is None:
         return 2
     print(f"{args.path}: ok ({len(config.models)} models, {len(config.teams)} teams, "
@@ -141,12 +153,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     from gateway.batch_runner import run_worker
 
-    config = _load(args.config)
+    config, checked = _load(args.config)
     if config is None:
         return 2
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    asyncio.run(run_worker(config, args.config))
+    asyncio.run(run_worker(config, args.config, checked))
     return 0
 
 
@@ -155,7 +167,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from core.durations import parse_since
     from gateway.observe.report import build_report, print_report
 
-    config = _load(args.config)
+    config, _ = _load(args.config)
     if config is None:
         return 2
     report = build_report(config, parse_since(args.since), with_redis=not args.no_redis)

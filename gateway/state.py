@@ -76,6 +76,8 @@ def load_classifier(path: str | None, fallback: str = "model ability only"
 Stamp = tuple[int, int, int] | None
 # A team classifier as loaded: the model, and its artifact's stamp then.
 LoadedClassifier = tuple[ComplexityModel, Stamp]
+# Classifiers loaded by path, e.g. by the config check.
+Classifiers = dict[str, LoadedClassifier]
 
 
 def artifact_stamp(path: str) -> Stamp:
@@ -143,12 +145,18 @@ class AppState:
         self.shadows = Shadows(self)
 
     @classmethod
-    async def start(cls, config: GatewayConfig, config_path: str | None = None) -> AppState:
+    async def start(cls, config: GatewayConfig, config_path: str | None = None,
+                    checked: Classifiers | None = None) -> AppState:
+        """``checked``: classifiers the config check has just loaded, not read again
+        (a team's, only while its artifact's stamp is unchanged)."""
         tracer = start_tracer(config.otel)  # first: a missing SDK stops us before anything opens
         backends = build_backends(config)
         breakers = {m.name: Breaker(config.breaker) for m in config.models}
-        classifier = await asyncio.to_thread(load_classifier, config.routing.classifier)
-        team_classifiers = await asyncio.to_thread(load_team_classifiers, config)
+        checked = checked or {}
+        path = config.routing.classifier
+        classifier = (checked[path][0] if path is not None and path in checked else
+                      await asyncio.to_thread(load_classifier, path))
+        team_classifiers = await asyncio.to_thread(load_team_classifiers, config, checked)
         router = Router(config, backends, classifier, breakers,
                         {path: model for path, (model, _) in team_classifiers.items()})
         # Load tiktoken's files now, not on the first request (about 0.5 s each).
