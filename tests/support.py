@@ -10,6 +10,9 @@ keeps the tests' import path.
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
+
 from loadtest.servers import (
     OTHER_KEY,
     REPO,
@@ -28,5 +31,19 @@ from loadtest.servers import (
 )
 
 __all__ = ["OTHER_KEY", "REPO", "SHARED", "TEST_KEY", "Gateway", "base_config", "child_env",
-           "free_port", "hashed", "run_gateway", "run_simulator", "sim_model", "stop",
-           "wait_http"]
+           "free_port", "hashed", "in_process", "run_gateway", "run_simulator", "sim_model",
+           "stop", "wait_http"]
+
+
+def in_process(data_dir: Path) -> dict:
+    """Config keys for a gateway state started in the test's own process
+    (``AppState.start``): the shared Redis under fresh key prefixes, no batch
+    worker, metrics or request log."""
+    return {
+        "redis_url": "redis://127.0.0.1:6379/0",
+        "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
+        "batch": {"worker_in_serve": False, "key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}"},
+        "metrics": {"enabled": False},
+        "logging": {"requests": False},
+        "data_dir": str(data_dir),
+    }

@@ -19,7 +19,7 @@ from core.config import parse_config
 from gateway.pipeline.serve import run_line
 from gateway.protocols.openai_chat import CHAT_DOOR
 from gateway.state import AppState
-from tests.support import TEST_KEY, hashed
+from tests.support import TEST_KEY, hashed, in_process
 
 
 def config(tmp_path: Path) -> dict:
@@ -29,12 +29,7 @@ def config(tmp_path: Path) -> dict:
                     "simulate": {"tpot_ms": 1, "prefill_tokens_per_s": 1_000_000,
                                  "output_tokens_mean": 20}}],
         "teams": [{"name": "test", "keys": [hashed(TEST_KEY)]}],
-        "redis_url": "redis://127.0.0.1:6379/0",
-        "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
-        "batch": {"worker_in_serve": False, "key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}"},
-        "metrics": {"enabled": False},
-        "logging": {"requests": False},
-        "data_dir": str(tmp_path),
+        **in_process(tmp_path),
     }
 
 

@@ -5,7 +5,6 @@ load, and the gateway it starts in this process routes on those copies."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from pathlib import Path
 
 import yaml
@@ -13,7 +12,7 @@ import yaml
 from gateway.cli import load_checked
 from gateway.state import AppState, artifact_stamp
 from tests.labelling.test_team_classifier import learned_small_is_enough
-from tests.support import OTHER_KEY, TEST_KEY, hashed
+from tests.support import OTHER_KEY, TEST_KEY, hashed, in_process
 
 
 def write_config(tmp_path: Path, classifier: Path) -> Path:
@@ -23,12 +22,7 @@ def write_config(tmp_path: Path, classifier: Path) -> Path:
         "teams": [{"name": "own", "keys": [hashed(TEST_KEY)], "classifier": str(classifier)},
                   {"name": "shipped", "keys": [hashed(OTHER_KEY)]}],
         "routing": {"classifier": str(classifier)},
-        "redis_url": "redis://127.0.0.1:6379/0",
-        "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
-        "batch": {"worker_in_serve": False, "key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}"},
-        "metrics": {"enabled": False},
-        "logging": {"requests": False},
-        "data_dir": str(tmp_path),
+        **in_process(tmp_path),
     }
     path = tmp_path / "routegate.yaml"
     path.write_text(yaml.safe_dump(config))
