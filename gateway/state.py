@@ -113,6 +113,16 @@ def load_team_classifiers(config: GatewayConfig,
     return out
 
 
+async def start_classifiers(config: GatewayConfig, checked: Classifiers
+                            ) -> tuple[ComplexityModel | None, dict[str, LoadedClassifier]]:
+    """``routing.classifier`` and the teams' classifiers, those in ``checked``
+    (just loaded by the config check) not read again."""
+    path = config.routing.classifier
+    classifier = (checked[path][0] if path is not None and path in checked else
+                  await asyncio.to_thread(load_classifier, path))
+    return classifier, await asyncio.to_thread(load_team_classifiers, config, checked)
+
+
 @dataclass
 class AppState:
     config: GatewayConfig
@@ -152,11 +162,7 @@ class AppState:
         tracer = start_tracer(config.otel)  # first: a missing SDK stops us before anything opens
         backends = build_backends(config)
         breakers = {m.name: Breaker(config.breaker) for m in config.models}
-        checked = checked or {}
-        path = config.routing.classifier
-        classifier = (checked[path][0] if path is not None and path in checked else
-                      await asyncio.to_thread(load_classifier, path))
-        team_classifiers = await asyncio.to_thread(load_team_classifiers, config, checked)
+        classifier, team_classifiers = await start_classifiers(config, checked or {})
         router = Router(config, backends, classifier, breakers,
                         {path: model for path, (model, _) in team_classifiers.items()})
         # Load tiktoken's files now, not on the first request (about 0.5 s each).
@@ -173,17 +179,7 @@ class AppState:
         state.budget = BudgetStore(redis.client, config.budget, replica_id=state.replica_id,
                                    data_dir=data_dir, scripts_client=redis.scripts)
         state.spawn(state.budget.run_reconciler())
-        # The gateway replicas split each model's max_concurrency among themselves.
-        state.spawn(FleetShare(redis.client, config.budget.key_prefix, state.replica_id,
-                               schedulers).run())
-        share_backlogs(schedulers, redis.client, config.budget.key_prefix)   # on-time admission
-        # The upstreams' own load figures, where they publish them.
-        for poller in start_pollers(config.models, {n: b.stats for n, b in backends.items()}):
-            state.spawn(poller)
-        # Breakers and upstream rests are the fleet's, not each process's.
-        if config.breaker.shared:
-            state.spawn(FleetHealth(redis.client, config.budget.key_prefix, state.replica_id,
-                                    breakers).run())
+        state._start_fleet(redis)
         if config.learning.labels:
             state.labels = Recorder(LabelStore(redis.client, config.budget.key_prefix,
                                                config.learning), config.learning)
@@ -201,6 +197,20 @@ class AppState:
         # young generation every 50,000 allocations rather than 700.
         gc.set_threshold(50_000, 20, 100)
         return state
+
+    def _start_fleet(self, redis: RedisHandle) -> None:
+        """What the replicas share of the fleet they serve."""
+        config, prefix = self.config, self.config.budget.key_prefix
+        # The gateway replicas split each model's max_concurrency among themselves.
+        self.spawn(FleetShare(redis.client, prefix, self.replica_id, self.schedulers).run())
+        share_backlogs(self.schedulers, redis.client, prefix)   # on-time admission
+        # The upstreams' own load figures, where they publish them.
+        for poller in start_pollers(config.models,
+                                    {n: b.stats for n, b in self.backends.items()}):
+            self.spawn(poller)
+        # Breakers and upstream rests are the fleet's, not each process's.
+        if config.breaker.shared:
+            self.spawn(FleetHealth(redis.client, prefix, self.replica_id, self.breakers).run())
 
     def _start_history(self, redis: RedisHandle) -> None:
         """The per-minute figures /ui charts (gateway/observe/history.py)."""
