@@ -122,11 +122,9 @@ class ComplexityModel:
         self._tiers = tuple(meta["tier_cuts"])
         self._weak_logit = float(meta["weak_logit"])
         self._learned = _learned_terms(arrays)   # ``routegate learn`` (classifiers/learning.py)
-        # The prompts (digests) those terms were fitted on; None: not learned, or learned
-        # by a version that did not keep them.
-        self.fitted_prompts: frozenset[bytes] | None = (
-            frozenset(bytes(row) for row in arrays["learned_prompts"])
-            if "learned_prompts" in arrays else None)
+        # The digests of the prompts those terms were fitted on, (n, 16) uint8 (a set
+        # of them only when ``learn`` asks: a serving copy need not hold one).
+        self._fitted: np.ndarray | None = arrays.get("learned_prompts")
         if self._learned is not None:
             self._abilities.update({f"learned/{n}": a for n, a in self._learned.abilities.items()})
 
@@ -240,6 +238,14 @@ class ComplexityModel:
             if key.split("/", 1)[1] == model_name:
                 return value
         return None
+
+    @property
+    def fitted_prompts(self) -> frozenset[bytes] | None:
+        """The prompts (digests) ``routegate learn`` fitted this model on; None: not
+        learned, or learned by a version that did not keep them."""
+        if self._fitted is None:
+            return None
+        return frozenset(bytes(row) for row in self._fitted)
 
     @property
     def is_learned(self) -> bool:

@@ -76,7 +76,9 @@ def create_app(config: GatewayConfig, config_path: str | None = None,
     """``checked``: classifiers already loaded for this config (``AppState.start``)."""
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        nonlocal checked
         gw = app.state.gw = await AppState.start(config, config_path, checked)
+        checked = None    # a reload may replace them: this must not keep the old ones
         app.state.edge = EdgeState.start(gw)
         log_startup(gw)     # where it listens, what it runs on, a warning per unsafe setting
         if config_path is not None:

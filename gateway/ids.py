@@ -16,6 +16,7 @@ from time import time
 
 MAX_CLIENT_ID_CHARS = 128
 _ID_CHARS = 4 + 11 + 20
+_HEX = frozenset("0123456789abcdef")
 
 
 def new_request_id() -> str:
@@ -26,12 +27,11 @@ def new_request_id() -> str:
 
 def issued_s(request_id: str) -> float | None:
     """When ``new_request_id`` made ``request_id`` (epoch seconds); None if it did not."""
-    if len(request_id) != _ID_CHARS or not request_id.startswith("req_"):
+    digits = request_id[4:15]
+    if (len(request_id) != _ID_CHARS or not request_id.startswith("req_")
+            or not all(c in _HEX for c in digits)):   # int() would take "0x", "_", "-"
         return None
-    try:
-        return int(request_id[4:15], 16) / 1000
-    except ValueError:
-        return None
+    return int(digits, 16) / 1000
 
 
 def client_request_id(incoming: str | None) -> str | None:

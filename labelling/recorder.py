@@ -71,7 +71,9 @@ class Recorder:
                 has_response_format: bool = False, keep_text: bool = False) -> None:
         if not labels and served_model is None:
             return
-        text = conversation_text(messages)
+        # As a label file's prompt is read (``classifiers/labels.py``): the same
+        # prompt gets the same digest and sketch on either path.
+        text = conversation_text(messages)[:MAX_PROMPT_CHARS]
         if (len(self._pending) >= self.settings.max_pending
                 or self._chars + len(text) > MAX_PENDING_CHARS):
             self.dropped += 1
@@ -92,29 +94,32 @@ class Recorder:
         until = self._throttled.get(team, 0.0)
         if until > time.monotonic():
             return "throttled", str(math.ceil(until - time.monotonic()))
-        if self._pending:
-            await self.flush()
         waits = wait and self._waiting[team] < MAX_WAITING
-        status, detail = await self.store.feedback(team, request_id, score, count_miss=not waits)
-        if status == "unknown" and waits:
-            status, detail = await self._ask_again(team, request_id, score)
+        if waits:
+            self._waiting[team] += 1     # taken now: the awaits below let others in
+        try:
+            if self._pending:
+                await self.flush()
+            status, detail = await self.store.feedback(team, request_id, score,
+                                                       count_miss=not waits)
+            if status == "unknown" and waits:
+                status, detail = await self._ask_again(team, request_id, score)
+        finally:
+            if waits:
+                self._waiting[team] -= 1
+                if not self._waiting[team]:
+                    del self._waiting[team]
         if status == "throttled":
             self._throttled[team] = time.monotonic() + int(detail)
         return status, detail
 
     async def _ask_again(self, team: str, request_id: str, score: float) -> tuple[str, str]:
-        self._waiting[team] += 1
-        try:
-            for n, delay in enumerate(FEEDBACK_RETRY_S, 1):
-                await asyncio.sleep(delay)
-                status, detail = await self.store.feedback(
-                    team, request_id, score, count_miss=n == len(FEEDBACK_RETRY_S))
-                if status != "unknown":
-                    break
-        finally:
-            self._waiting[team] -= 1
-            if not self._waiting[team]:
-                del self._waiting[team]
+        for n, delay in enumerate(FEEDBACK_RETRY_S, 1):
+            await asyncio.sleep(delay)
+            status, detail = await self.store.feedback(
+                team, request_id, score, count_miss=n == len(FEEDBACK_RETRY_S))
+            if status != "unknown":
+                break
         return status, detail
 
     async def run(self) -> None:
@@ -157,5 +162,5 @@ def _finish(item: _Pending) -> Write:
     sketch = sketch_of(item.text, n_messages=item.n_messages, has_tools=has_tools,
                        has_response_format=has_format)
     item.write.sketch = sketch.to_bytes()
-    item.write.text = item.text[:MAX_PROMPT_CHARS] if item.keep_text else None
+    item.write.text = item.text if item.keep_text else None
     return item.write

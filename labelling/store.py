@@ -47,7 +47,12 @@ TRIM_EVERY_S = 60.0
 FEEDBACK = """
 local misses = tonumber(redis.call('GET', KEYS[3]) or '0')
 if misses >= tonumber(ARGV[5]) then
-  return {'throttled', tostring(redis.call('PTTL', KEYS[3]))}
+  local left = redis.call('PTTL', KEYS[3])
+  if left < 0 then   -- a count with no expiry (restored, copied): it must still end
+    redis.call('PEXPIRE', KEYS[3], ARGV[6])
+    left = tonumber(ARGV[6])
+  end
+  return {'throttled', tostring(left)}
 end
 local r = redis.call('HMGET', KEYS[1], 'm', 'k', 'p', 'done', 'rid')
 if not r[1] or r[4] then

@@ -12,9 +12,10 @@ naming the setting), for ``learning.feedback_window_s`` after the answer
 503 when the label store cannot be reached.
 
 An answer sent a moment ago may still be on its way to Redis from the
-replica that served it: for an id issued in the last ``FRESH_S`` (ids carry
-their time, ``gateway/ids.py``) an unknown one is asked again for up to
-1.75 s (``labelling/recorder.py``); any other is answered at once. 404s and
+replica that served it: for an id issued no longer ago than a request may
+run (``escalation.deadline_s``) plus ``FRESH_S`` (ids carry their start time,
+``gateway/ids.py``), an unknown one is asked again for up to 1.75 s
+(``labelling/recorder.py``); any other is answered at once. 404s and
 409s are misses, counted per team across the replicas: from
 ``learning.feedback_max_misses`` in ``feedback_miss_window_s`` on, the
 team's feedback is 429 until the window ends (``labelling/store.py``).
@@ -53,11 +54,13 @@ class Feedback(Strict):
         return value
 
 
-def fresh(request_id: str) -> bool:
-    """Whether this gateway issued ``request_id`` a moment ago (any replica, within a
-    clock skew of ``SKEW_S``)."""
+def fresh(request_id: str, running_s: float) -> bool:
+    """Whether this gateway (any replica, within a clock skew of ``SKEW_S``)
+    issued ``request_id`` recently enough for its answer to have ended a moment
+    ago: the id is its request's start, and the request may have run for
+    ``running_s`` (``escalation.deadline_s``) before it ended."""
     issued = issued_s(request_id)
-    return issued is not None and -SKEW_S <= time.time() - issued <= FRESH_S
+    return issued is not None and -SKEW_S <= time.time() - issued <= running_s + FRESH_S
 
 
 @router.post("/v1/feedback")
@@ -71,7 +74,8 @@ async def give_feedback(spec: Feedback, gw: State, caller: TeamCaller) -> Respon
                                  code="labels_disabled")
     try:
         status, model = await gw.labels.feedback(team, spec.request_id, spec.score,
-                                                 wait=fresh(spec.request_id))
+                                                 wait=fresh(spec.request_id,
+                                                            gw.config.escalation.deadline_s))
     except RedisError:
         raise ServiceUnavailable("The label store (Redis) is not answering; try again.",
                                  code="labels_unavailable", headers={"retry-after": "5"}) from None

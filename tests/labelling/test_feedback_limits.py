@@ -21,12 +21,18 @@ def test_request_ids_carry_the_time_they_were_issued() -> None:
     issued = issued_s(rid)
     assert issued is not None and before - 0.01 <= issued <= time.time() + 0.01
     assert len({new_request_id() for _ in range(1000)}) == 1000
-    assert fresh(rid)
-    old = f"req_{int((time.time() - FRESH_S - 1) * 1000):011x}{'0' * 20}"
-    ahead = f"req_{int((time.time() + 60) * 1000):011x}{'0' * 20}"
-    for not_fresh in (old, ahead, "req_000000000000000000000000", "req_" + "z" * 31,
-                      "batch_abc:line-1", ""):
-        assert not fresh(not_fresh), not_fresh
+    assert fresh(rid, 0)
+
+    def issued_ago(ago_s: float) -> str:
+        return f"req_{int((time.time() - ago_s) * 1000):011x}{'0' * 20}"
+
+    # A request may run for its deadline: an id issued that long ago may have
+    # ended a moment ago, and one issued longer ago than that plus FRESH_S not.
+    assert fresh(issued_ago(100), 120) and not fresh(issued_ago(100), 0)
+    assert not fresh(issued_ago(120 + FRESH_S + 1), 120)
+    for not_fresh in (issued_ago(-60), "req_000000000000000000000000", "req_" + "z" * 31,
+                      "req_-" + rid[5:], "batch_abc:line-1", ""):
+        assert not fresh(not_fresh, 120), not_fresh
 
 
 def test_past_the_miss_cap_a_teams_feedback_is_429_until_the_window_ends(sim_url: str) -> None:

@@ -169,3 +169,53 @@ async def test_an_id_not_issued_a_moment_ago_is_answered_without_waiting(store) 
     # Each miss counted once, however many times it was asked.
     assert int(await labels._redis.get(labels.keys.misses("acme"))) == MAX_WAITING + 1
     assert int(await labels._redis.get(labels.keys.misses("other"))) == 2
+
+
+@on_redis
+async def test_lookups_started_together_wait_no_more_than_the_cap(store) -> None:
+    """The cap holds for lookups that all arrive before any has reached Redis."""
+    from labelling.recorder import MAX_WAITING
+
+    labels, settings = store
+    recorder = Recorder(labels, settings)
+    recorder.observe("acme", "req_pending", [{"role": "user", "content": "hi"}],
+                     served_model="small")            # each lookup flushes it first
+    tasks = [asyncio.create_task(recorder.feedback("acme", f"req_t{i}", 1.0))
+             for i in range(4 * MAX_WAITING)]
+    await asyncio.sleep(0.2)
+    assert sum(not task.done() for task in tasks) == MAX_WAITING
+    assert all(status == "unknown" for status, _ in await asyncio.gather(*tasks))
+    assert not recorder._waiting
+
+
+@on_redis
+async def test_a_miss_count_that_lost_its_expiry_still_ends(store) -> None:
+    """A count put back without its TTL (a restore, a copy) throttles only for one window."""
+    labels, settings = store
+    key = labels.keys.misses("acme")
+    await labels._redis.set(key, settings.feedback_max_misses)      # no expiry
+    status, left = await labels.feedback("acme", "req_x", 1.0)
+    window_ms = settings.feedback_miss_window_s * 1000
+    assert status == "throttled" and 0 < int(left) <= settings.feedback_miss_window_s
+    assert 0 < await labels._redis.pttl(key) <= window_ms
+
+
+@on_redis
+async def test_a_long_prompt_has_one_digest_from_traffic_and_from_a_label_file(store) -> None:
+    """``learn`` knows the prompts an artifact was fitted on by digest, from either
+    source: a prompt past MAX_PROMPT_CHARS is cut the same way on both."""
+    import orjson
+
+    from classifiers.labels import MAX_PROMPT_CHARS, parse_labels
+    from classifiers.sketch import PromptSketch
+    from labelling.recorder import _finish
+
+    labels, settings = store
+    messages = [{"role": "user", "content": "why " * (MAX_PROMPT_CHARS // 2)}]
+    recorder = Recorder(labels, settings)
+    recorder.observe("acme", "req_long", messages, served_model="small")
+    from_traffic = PromptSketch.from_bytes(_finish(recorder._pending[0]).sketch).digest
+    lines = [orjson.dumps({"messages": messages, "model": m, "score": 1.0})
+             for m in ("small", "large")]
+    from_file = parse_labels(lines).prompts[0].digest
+    assert from_traffic == from_file
