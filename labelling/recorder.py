@@ -64,6 +64,8 @@ class Recorder:
     _chars: int = 0
     _waiting: Counter[str] = field(default_factory=Counter)   # team -> feedback waiting
     _throttled: dict[str, float] = field(default_factory=dict)   # team -> monotonic end
+    # (team, ok | unknown | already | throttled) -> lookups: routegate_feedback_total
+    feedback_results: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def observe(self, team: str, request_id: str, messages: list[dict[str, Any]], *,
                 labels: list[tuple[str, float, str]] | None = None,
@@ -93,6 +95,7 @@ class Recorder:
         answered from memory, without Redis, until its window ends."""
         until = self._throttled.get(team, 0.0)
         if until > time.monotonic():
+            self.feedback_results[team, "throttled"] += 1
             return "throttled", str(math.ceil(until - time.monotonic()))
         waits = wait and self._waiting[team] < MAX_WAITING
         if waits:
@@ -111,6 +114,7 @@ class Recorder:
                     del self._waiting[team]
         if status == "throttled":
             self._throttled[team] = time.monotonic() + int(detail)
+        self.feedback_results[team, status] += 1
         return status, detail
 
     async def _ask_again(self, team: str, request_id: str, score: float) -> tuple[str, str]:

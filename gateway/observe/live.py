@@ -58,6 +58,7 @@ class LiveFigures:
     batches: list[dict[str, Any]] = field(default_factory=list)
     labels: dict[str, int] = field(default_factory=dict)   # the label recorder's counts
     shadows: dict[str, int] = field(default_factory=dict)  # shadow answers' outcomes
+    feedback: dict[tuple[str, str], int] = field(default_factory=dict)  # (team, result)
 
     def batch_lines(self) -> dict[str, int]:
         lines = {"pending": 0, "completed": 0, "failed": 0}
@@ -135,4 +136,6 @@ class LiveSampler:
                    "lost": gw.labels.lost})
         shadows = {"compared": gw.shadows.compared, "skipped": gw.shadows.skipped,
                    "failed": gw.shadows.failed}
-        return LiveFigures(model_figures(gw), self._stored[1], self._stored[2], labels, shadows)
+        feedback = {} if gw.labels is None else dict(gw.labels.feedback_results)
+        return LiveFigures(model_figures(gw), self._stored[1], self._stored[2], labels, shadows,
+                           feedback)

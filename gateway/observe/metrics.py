@@ -34,6 +34,7 @@ Live, as this worker sees them at the scrape (gauges):
     routegate_budget_journal_quarantined_total
     routegate_labels_total{result}                     labels from traffic: written | dropped | lost
     routegate_shadows_total{result}                    shadow answers: compared | skipped | failed
+    routegate_feedback_total{team,result}              feedback: ok | unknown | already | throttled
 
 No label is per key or per request: teams, models, pools, reasons and statuses
 are all bounded by the config and the code.
@@ -238,8 +239,13 @@ def live_families(live: LiveFigures) -> Iterator[Metric]:
                                   labels=["result"])
     for result, n in live.shadows.items():
         shadows.add_metric([result], n)
+    feedback = CounterMetricFamily("routegate_feedback", "POST /v1/feedback lookups by "
+                                   "result: ok, unknown (404), already (409), throttled (429)",
+                                   labels=["team", "result"])
+    for (team, result), n in live.feedback.items():
+        feedback.add_metric([team, result], n)
     yield from (breaker, in_flight, queued, *upstream.values(), budget, lines, recorded,
-                shadows)
+                shadows, feedback)
 
 
 def fresh_metrics_dir(data_dir: str) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import openai
 import pytest
 
@@ -12,7 +13,7 @@ from gateway.ids import issued_s, new_request_id
 from gateway.routes.feedback import FRESH_S, fresh
 from tests.gateway.test_escalation import cascade_config
 from tests.labelling.test_traffic_labels import give, sdk
-from tests.support import run_gateway
+from tests.support import Gateway, run_gateway
 
 
 def test_request_ids_carry_the_time_they_were_issued() -> None:
@@ -66,3 +67,16 @@ def test_past_the_miss_cap_a_teams_feedback_is_429_until_the_window_ends(sim_url
         # The team's chat is untouched: the cap is on feedback only.
         assert client.chat.completions.create(
             model="auto", messages=[{"role": "user", "content": "Hi"}]).choices
+        # Each replica counts what it answered, by team and result.
+        assert feedback_counts(gw) == {"ok": 1, "already": 1, "unknown": 2, "throttled": 1}
+        assert feedback_counts(second) == {"throttled": 2}
+
+
+def feedback_counts(gw: Gateway) -> dict[str, float]:
+    counts = {}
+    for line in httpx.get(gw.url + "/metrics").text.splitlines():
+        if line.startswith('routegate_feedback_total{result="'):
+            labels, value = line.split("} ")
+            assert 'team="test"' in labels, line
+            counts[labels.split('result="')[1].split('"')[0]] = float(value)
+    return counts
