@@ -88,12 +88,14 @@ def traffic_config(sim: str) -> dict:
                          sim_model("medium", 0.7, 1.0)]
     config["teams"][0]["allowed_models"] = ["broken", "small", "medium", "fast"]
     config["teams"][0]["budget"] = {"daily_hard_usd": 5}
+    config["teams"][0]["feedback"] = True
     return config
 
 
 @pytest.fixture(scope="module")
 def scrape() -> str:
-    """/metrics after a chat, a stream, one that falls back and escalates, and a 404."""
+    """/metrics after a chat, a stream, one that falls back and escalates, a 404, and
+    feedback on an unknown answer."""
     with run_simulator() as sim, run_gateway(traffic_config(sim)) as gw:
         with httpx.Client(base_url=gw.url, timeout=30,
                           headers={"authorization": f"Bearer {TEST_KEY}"}) as http:
@@ -110,6 +112,8 @@ def scrape() -> str:
             assert r.status_code == 200 and attempts.startswith("broken:upstream_error,small:")
             assert len(attempts.split(",")) == 3, attempts    # fell back, then escalated
             assert chat(model="no-such-model").status_code >= 400
+            assert http.post("/v1/feedback", json={"request_id": "req_" + "0" * 24,
+                                                   "score": 1}).status_code == 404
             deadline = time.monotonic() + 10
             while True:   # the upstream's load comes with its first poll
                 text = http.get("/metrics").text
