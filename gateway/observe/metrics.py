@@ -229,6 +229,12 @@ def live_families(live: LiveFigures) -> Iterator[Metric]:
                               labels=["state"])
     for state, n in live.batch_lines().items():
         lines.add_metric([state], n)
+    yield from (breaker, in_flight, queued, *upstream.values(), budget, lines,
+                *learning_families(live))
+
+
+def learning_families(live: LiveFigures) -> tuple[Metric, ...]:
+    """Labels, shadow answers and feedback, as this worker counted them."""
     recorded = CounterMetricFamily("routegate_labels", "Labels and feedback records from the "
                                    "traffic: written, dropped (buffer full), lost (Redis "
                                    "failed)", labels=["result"])
@@ -244,8 +250,7 @@ def live_families(live: LiveFigures) -> Iterator[Metric]:
                                    labels=["team", "result"])
     for (team, result), n in live.feedback.items():
         feedback.add_metric([team, result], n)
-    yield from (breaker, in_flight, queued, *upstream.values(), budget, lines, recorded,
-                shadows, feedback)
+    return recorded, shadows, feedback
 
 
 def fresh_metrics_dir(data_dir: str) -> Path:
