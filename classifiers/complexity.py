@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -239,10 +240,11 @@ class ComplexityModel:
                 return value
         return None
 
-    @property
+    @cached_property
     def fitted_prompts(self) -> frozenset[bytes] | None:
         """The prompts (digests) ``routegate learn`` fitted this model on; None: not
-        learned, or learned by a version that did not keep them."""
+        learned, or learned by a version that did not keep them. Built on first use
+        (``learn``'s): a serving copy never holds the set."""
         if self._fitted is None:
             return None
         return frozenset(bytes(row) for row in self._fitted)
