@@ -10,6 +10,7 @@ keeps the tests' import path.
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from loadtest.servers import (
 
 __all__ = ["OTHER_KEY", "REPO", "SHARED", "TEST_KEY", "Gateway", "base_config", "child_env",
            "free_port", "hashed", "in_process", "run_gateway", "run_simulator", "sim_model",
-           "stop", "wait_http"]
+           "stop", "wait_http", "clear_of_minute_turn"]
 
 
 def in_process(data_dir: Path) -> dict:
@@ -47,3 +48,16 @@ def in_process(data_dir: Path) -> dict:
         "logging": {"requests": False},
         "data_dir": str(data_dir),
     }
+
+
+def clear_of_minute_turn(seconds: float) -> None:
+    """Wait, if need be, until the current UTC minute has ``seconds`` left.
+
+    rpm and tpm are sliding-window counters: the previous minute's count is
+    weighed by the share of the last 60 s still inside it, as if its requests
+    had been spread evenly. A burst in a minute's last seconds decays faster
+    than it really leaves the window, so a test that counts admissions
+    exactly against the limit starts where no minute turns under it."""
+    left = 60 - time.time() % 60
+    if left < seconds:
+        time.sleep(left + 0.05)

@@ -17,7 +17,7 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from budget.pricing import cost_nanousd
 from classifiers.length import counter_for
-from tests.support import TEST_KEY, Gateway, base_config, run_gateway
+from tests.support import TEST_KEY, Gateway, base_config, clear_of_minute_turn, run_gateway
 
 HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
 AUTH = {"authorization": f"Bearer {TEST_KEY}"}
@@ -73,6 +73,7 @@ def test_a_reused_request_id_does_not_pass_rpm(sim_url: str) -> None:
     config["teams"][0]["budget"] = {"rpm": 40}
     body = {"model": "fast", "messages": HELLO, "max_tokens": 5}
     with run_gateway(config) as gw, concurrent.futures.ThreadPoolExecutor(16) as pool:
+        clear_of_minute_turn(20)
         statuses = list(pool.map(lambda _: post(gw, body, **{
             "x-request-id": "same-id"}).status_code, range(120)))
     # rpm 40 (sliding): at most 40 of 120 pass within the minute, however ids repeat.

@@ -15,7 +15,7 @@ from openai.types.shared_params import ResponseFormatJSONObject
 from labelling.compare import checkable, exact_scores, final_number, judge_messages, verdict
 from tests.gateway.test_escalation import cascade_config
 from tests.labelling.test_traffic_labels import labels_of
-from tests.support import OTHER_KEY, TEST_KEY, Gateway, run_gateway
+from tests.support import OTHER_KEY, TEST_KEY, Gateway, clear_of_minute_turn, run_gateway
 
 RATE = 0.25
 JSON_FORMAT: ResponseFormatJSONObject = {"type": "json_object"}
@@ -267,6 +267,7 @@ def test_shadows_do_not_spend_the_clients_rate_limit(sim_url: str) -> None:
                               budget={"rpm": 12})
     with run_gateway(config) as gw:
         client = openai.OpenAI(base_url=gw.base_url, api_key=TEST_KEY, max_retries=0, timeout=30)
+        clear_of_minute_turn(20)
         for i in range(12):
             client.chat.completions.create(model="auto", messages=[
                 {"role": "user", "content": f"Tell me about Quito, part {i}."}])
