@@ -135,7 +135,7 @@ class LiveSampler:
                   {"written": gw.labels.written, "dropped": gw.labels.dropped,
                    "lost": gw.labels.lost})
         shadows = {"compared": gw.shadows.compared, "skipped": gw.shadows.skipped,
-                   "failed": gw.shadows.failed}
+                   "failed": gw.shadows.failed, "cut": gw.shadows.cut}
         feedback = {} if gw.labels is None else dict(gw.labels.feedback_results)
         return LiveFigures(model_figures(gw), self._stored[1], self._stored[2], labels, shadows,
                            feedback)

@@ -33,7 +33,7 @@ Live, as this worker sees them at the scrape (gauges):
     routegate_batch_lines{state}                       active batches (one bounded read)
     routegate_budget_journal_quarantined_total
     routegate_labels_total{result}                     labels from traffic: written | dropped | lost
-    routegate_shadows_total{result}                    shadow answers: compared | skipped | failed
+    routegate_shadows_total{result}                    shadow answers: compared | skipped | failed | cut
     routegate_feedback_total{team,result}              feedback: ok | unknown | already | throttled
 
 No label is per key or per request: teams, models, pools, reasons and statuses
@@ -241,7 +241,8 @@ def learning_families(live: LiveFigures) -> tuple[Metric, ...]:
     for result, n in live.labels.items():
         recorded.add_metric([result], n)
     shadows = CounterMetricFamily("routegate_shadows", "Shadow answers (teams[].shadow): "
-                                  "compared, skipped (too many at once), failed",
+                                  "compared, skipped (too many at once), failed, cut (reached "
+                                  "its output cap: not judged)",
                                   labels=["result"])
     for result, n in live.shadows.items():
         shadows.add_metric([result], n)

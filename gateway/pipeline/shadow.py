@@ -82,6 +82,7 @@ class Shadows:
     compared: int = 0          # shadows that became labels
     skipped: int = 0           # sampled, but too many in flight, labels off, or not affordable
     failed: int = 0            # the shadow or judge call failed, or nothing to compare
+    cut: int = 0               # the shadow reached its output cap: not judged, no label
     _credit: dict[str, float] = field(default_factory=dict)
     _allowance: dict[str, float] = field(default_factory=dict)   # team -> USD it may spend
     _running: dict[str, int] = field(default_factory=dict)       # team -> shadows in flight
@@ -158,6 +159,8 @@ class Shadows:
             if theirs is not None:
                 scores = await self._compare(caller, shadow, req, completion_message(answer)[0],
                                              theirs)
+        except _Cut:
+            return
         except Exception:
             logger.exception("shadow of request %s failed", request_id)
             scores = None
@@ -174,8 +177,8 @@ class Shadows:
 
     async def _shadow_answer(self, caller: Caller, body: dict[str, Any],
                              held: float) -> dict[str, Any] | None:
-        """The shadow model's message, None if it failed or was cut short; what it
-        did not spend of ``held`` goes back to the team's allowance."""
+        """The shadow model's message, None if it failed (``_Cut`` if it was cut
+        short); what it did not spend of ``held`` goes back to the team's allowance."""
         data = await self._ask(caller, body)
         usage = data.get("usage") if isinstance(data, dict) else None
         if isinstance(usage, dict):
@@ -186,7 +189,10 @@ class Shadows:
             team = caller.team.name
             self._allowance[team] = self._allowance.get(team, 0.0) + held - spent
         message, finish, _ = completion_message(data)
-        return None if data is None or finish == "length" else message
+        if data is not None and finish == "length":
+            self.cut += 1
+            raise _Cut
+        return None if data is None else message
 
     async def _ask(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any] | None:
         status, raw, _ = await run_line(self.gw, caller, CHAT_DOOR, body, pool="batch",
@@ -221,6 +227,10 @@ class Shadows:
                                          "temperature": 0,
                                          "messages": judge_messages(prompt, first, second)})
         return None if reply is None else verdict(completion_message(reply)[0].get("content"))
+
+
+class _Cut(Exception):
+    """The shadow reached its output cap: an answer cut short is not compared."""
 
 
 def _eligible(req: ModelRequest, shadow: ShadowConfig, model: str | None) -> bool:

@@ -242,7 +242,11 @@ def test_a_verbose_shadow_stays_within_the_bound_and_a_cut_answer_is_no_label(
             time.sleep(0.1)
         time.sleep(0.5)
         rows = ledger(gw, TEST_KEY)
+        metrics = httpx.get(gw.url + "/metrics").text
     small, large = rows["small"], rows["large"]
+    # Each cut shadow is counted as cut on /metrics, not as a failure.
+    assert f'routegate_shadows_total{{result="cut"}} {n * rate:.1f}' in metrics
+    assert 'routegate_shadows_total{result="failed"} 0.0' in metrics
     assert small["requests"] == n and large["requests"] == n * rate
     earned = rate * cost_nanousd(small["input_tokens"], small["output_tokens"], *PRICES["large"])
     prompt = small["input_tokens"] // n
