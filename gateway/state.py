@@ -182,7 +182,8 @@ class AppState:
         state._start_fleet(redis)
         if config.learning.labels:
             state.labels = Recorder(LabelStore(redis.client, config.budget.key_prefix,
-                                               config.learning), config.learning)
+                                               config.learning), config.learning,
+                                    running_after_s=config.escalation.deadline_s)
             state.spawn(state.labels.run())
         state._start_history(redis)
         state.batch = await open_batch_service(state)

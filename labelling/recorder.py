@@ -42,6 +42,12 @@ MAX_WAITING = 16            # per team: feedback requests waiting so at once, on
 MAX_PENDING_CHARS = 64 * 1024 * 1024
 SLICE = 16                  # sketches between yields to the event loop
 MAX_PER_FLUSH = 2000
+# A feedback team's request still running after ``running_after_s`` (the
+# request deadline) is marked in Redis, renewed every MARK_EVERY_S while it
+# runs: feedback on its id sent to another replica as it ends then waits for
+# its record, however long the stream ran.
+MARK_EVERY_S = 30.0
+MARK_TTL_S = 90
 
 
 @dataclass(slots=True)
@@ -66,6 +72,19 @@ class Recorder:
     _throttled: dict[str, float] = field(default_factory=dict)   # team -> monotonic end
     # (team, ok | unknown | already | throttled) -> lookups: routegate_feedback_total
     feedback_results: Counter[tuple[str, str]] = field(default_factory=Counter)
+    running_after_s: float = 120.0      # escalation.deadline_s: past it, a request is marked
+    # request id -> (team, monotonic start): feedback teams' requests now running,
+    # oldest first; and when each long one was last marked.
+    _open: dict[str, tuple[str, float]] = field(default_factory=dict)
+    _marked: dict[str, float] = field(default_factory=dict)
+
+    def opened(self, team: str, request_id: str) -> None:
+        """A request of a team with feedback on has started (one dict insert)."""
+        self._open[request_id] = (team, time.monotonic())
+
+    def closed(self, request_id: str) -> None:
+        if self._open.pop(request_id, None) is not None and self._marked:
+            self._marked.pop(request_id, None)
 
     def observe(self, team: str, request_id: str, messages: list[dict[str, Any]], *,
                 labels: list[tuple[str, float, str]] | None = None,
@@ -105,8 +124,13 @@ class Recorder:
                 await self.flush()
             status, detail = await self.store.feedback(team, request_id, score,
                                                        count_miss=not waits)
-            if status == "unknown" and waits:
+            if status == "running" and not waits and self._waiting[team] < MAX_WAITING:
+                waits = True                 # a long request, ending now maybe: wait too
+                self._waiting[team] += 1
+            if status in ("unknown", "running") and waits:
                 status, detail = await self._ask_again(team, request_id, score)
+            if status == "running":          # still running: no record to score yet
+                status = "unknown"
         finally:
             if waits:
                 self._waiting[team] -= 1
@@ -122,7 +146,7 @@ class Recorder:
             await asyncio.sleep(delay)
             status, detail = await self.store.feedback(
                 team, request_id, score, count_miss=n == len(FEEDBACK_RETRY_S))
-            if status != "unknown":
+            if status not in ("unknown", "running"):
                 break
         return status, detail
 
@@ -130,9 +154,34 @@ class Recorder:
         while True:
             await asyncio.sleep(FLUSH_S)
             try:
+                await self.mark_running()
                 await self.flush()
             except Exception:                  # a bug here must not stop the recording
                 logger.exception("the label recorder's flush failed")
+
+    async def mark_running(self) -> int:
+        """Mark (or renew the mark of) every request running for longer than
+        ``running_after_s``; the number marked. The oldest come first in
+        ``_open``, so this stops at the first younger one."""
+        now = time.monotonic()
+        due: list[tuple[str, str]] = []
+        for request_id, (team, started) in self._open.items():
+            if now - started < self.running_after_s:
+                break
+            if now - self._marked.get(request_id, -MARK_EVERY_S) >= MARK_EVERY_S:
+                due.append((team, request_id))
+        if not due:
+            return 0
+        try:
+            await self.store.mark_running(due, MARK_TTL_S)
+        except Exception as exc:              # Redis down: the next loop tries again
+            logger.warning("could not mark %d long requests (%s: %s)", len(due),
+                           type(exc).__name__, exc)
+            return 0
+        for _, request_id in due:
+            if request_id in self._open:      # not closed while the marks were sent
+                self._marked[request_id] = now
+        return len(due)
 
     async def flush(self) -> int:
         """Write what is waiting (at most MAX_PER_FLUSH); the number written."""

@@ -15,7 +15,9 @@ expiry on the stream for a team gone quiet, and a bound on every read).
 A served record (a hash with the model, the sketch, and the text when kept)
 lives ``feedback_window_s``: feedback on it becomes a label exactly once, in
 one script, and the record remembers that it was given (a second answer is
-"already"). A request of another team, or an expired one, is "unknown".
+"already"). A request of another team, or an expired one, is "unknown". A
+request running long (past the request deadline) is marked while it runs:
+feedback on it before its record is there is "running", and is asked again.
 
 "unknown" and "already" are misses, counted per team in a fixed window
 (``learning.feedback_miss_window_s``) in the same script: once a team has
@@ -39,11 +41,12 @@ SOURCES = ("escalation", "feedback", "shadow")
 PAGE = 1000
 TRIM_EVERY_S = 60.0
 
-# KEYS: served record, labels stream, the team's miss count. ARGV: score, maxlen, the
-# stream's ttl (s), the oldest id to keep (keep_days ago), max misses, the miss window
-# (ms), 1 to count this lookup as a miss if it is unknown.
+# KEYS: served record, labels stream, the team's miss count, the request's running mark.
+# ARGV: score, maxlen, the stream's ttl (s), the oldest id to keep (keep_days ago), max
+# misses, the miss window (ms), 1 to count this lookup as a miss if it is unknown.
 # Reply: {status, detail}: ok | unknown (no such record) | already (feedback given), with
-# the model; throttled, with the miss window's ms left.
+# the model; running (no record yet, the request is still running: not a miss);
+# throttled, with the miss window's ms left.
 FEEDBACK = """
 local misses = tonumber(redis.call('GET', KEYS[3]) or '0')
 if misses >= tonumber(ARGV[5]) then
@@ -55,6 +58,7 @@ if misses >= tonumber(ARGV[5]) then
   return {'throttled', tostring(left)}
 end
 local r = redis.call('HMGET', KEYS[1], 'm', 'k', 'p', 'done', 'rid')
+if not r[1] and redis.call('EXISTS', KEYS[4]) == 1 then return {'running', ''} end
 if not r[1] or r[4] then
   -- "already" is final; "unknown" may be asked again, and then counts on its last try.
   if (r[1] or ARGV[7] == '1') and redis.call('INCR', KEYS[3]) == 1 then
@@ -144,7 +148,7 @@ class LabelStore:
         answered, or ``throttled`` with the seconds until the team's miss window ends."""
         s = self._settings
         keys = [self.keys.served(team, request_id), self.keys.labels(team),
-                self.keys.misses(team)]
+                self.keys.misses(team), self.keys.running(team, request_id)]
         oldest_ms = int((time.time() - s.keep_days * 86400) * 1000)
         status, detail = await self._feedback(
             keys=keys, args=[repr(score), s.keep_labels, self._keep_s, f"{oldest_ms}-0",
@@ -156,6 +160,13 @@ class LabelStore:
             return status, str(math.ceil(left_ms / 1000) if left_ms > 0
                                else s.feedback_miss_window_s)
         return status, _text(detail)
+
+    async def mark_running(self, requests: list[tuple[str, str]], ttl_s: int) -> None:
+        """Mark (team, request id) pairs as still running, for ``ttl_s``; one round trip."""
+        pipe = self._redis.pipeline(transaction=False)
+        for team, request_id in requests:
+            pipe.set(self.keys.running(team, request_id), b"1", ex=ttl_s)
+        await pipe.execute()
 
     async def read(self, team: str, since_s: float | None = None, *,
                    limit: int | None = None) -> AsyncIterator[Label]:

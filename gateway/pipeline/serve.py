@@ -143,6 +143,8 @@ async def _settle(gw: AppState, o: Outcome, attempts: Attempts, bill: Bill, span
 async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: Caller,
                  req: ModelRequest, attempts: Attempts, bill: Bill, span: Span = NO_SPAN,
                  stable: bool = False, own: bool = False) -> None:
+    if caller.team.feedback and not own and gw.labels is not None:
+        gw.labels.opened(caller.team.name, o.request_id)     # closed in learn_from
     stage = span.child("classify")
     features = await measure(req, gw.router.encodings, gw.router.scorer(req, caller))
     decision = gw.router.choose(req, caller, features, pool=o.pool,

@@ -15,7 +15,9 @@ An answer sent a moment ago may still be on its way to Redis from the
 replica that served it: for an id issued no longer ago than a request may
 run (``escalation.deadline_s``) plus ``FRESH_S`` (ids carry their start time,
 ``gateway/ids.py``), an unknown one is asked again for up to 1.75 s
-(``labelling/recorder.py``); any other is answered at once. 404s and
+(``labelling/recorder.py``), and so is one whose request ran longer than
+that and was marked as running by the replica serving it; any other is
+answered at once. 404s and
 409s are misses, counted per team across the replicas: from
 ``learning.feedback_max_misses`` in ``feedback_miss_window_s`` on, the
 team's feedback is 429 until the window ends (``labelling/store.py``).

@@ -72,6 +72,29 @@ def test_past_the_miss_cap_a_teams_feedback_is_429_until_the_window_ends(sim_url
         assert feedback_counts(second) == {"throttled": 2}
 
 
+def test_feedback_on_a_stream_that_outlasted_the_deadline_finds_it_on_another_replica(
+        sim_url: str) -> None:
+    """A stream runs about 7 s, past escalation.deadline_s (1 s) plus FRESH_S: its id
+    alone no longer says it may have just ended, but the replica streaming it marked
+    it as running, so feedback sent to the other replica the moment it ends waits for
+    its record instead of a 404 (which it got before the mark, unless the first
+    replica happened to have flushed already)."""
+    config = cascade_config(sim_url, tpot_ms=100)
+    config["teams"][0]["feedback"] = True
+    config["escalation"] = {"deadline_s": 1}
+    with run_gateway(config) as gw, run_gateway(config) as second:
+        started = time.monotonic()
+        with sdk(gw).chat.completions.with_streaming_response.create(
+                model="small", stream=True, max_tokens=70, extra_body={"ignore_eos": True},
+                messages=[{"role": "user", "content": "Tell me a long story."}]) as raw:
+            rid = raw.headers["x-routegate-request-id"]
+            chunks = sum(1 for line in raw.iter_lines() if line.startswith("data: {"))
+        ran = time.monotonic() - started
+        assert not fresh(rid, 1) and ran > 1 + FRESH_S, (ran, chunks)   # the case at hand
+        reply = give(sdk(second), rid, 0.0)
+        assert reply["model"] == "small" and reply["request_id"] == rid
+
+
 def feedback_counts(gw: Gateway) -> dict[str, float]:
     counts = {}
     for line in httpx.get(gw.url + "/metrics").text.splitlines():

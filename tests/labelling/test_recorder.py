@@ -219,3 +219,47 @@ async def test_a_long_prompt_has_one_digest_from_traffic_and_from_a_label_file(s
              for m in ("small", "large")]
     from_file = parse_labels(lines).prompts[0].digest
     assert from_traffic == from_file
+
+
+@on_redis
+async def test_feedback_on_a_long_stream_as_it_ends_waits_for_its_record(store) -> None:
+    """A request that runs past the deadline (a long stream) is marked while it runs:
+    feedback sent through another replica as it ends, when its id is too old to be
+    waited for by its time alone (``wait=False``), waits for its record, and a mark is
+    not a miss. Without the mark that feedback was a 404 at once."""
+    from classifiers.sketch import sketch_of
+    from labelling.recorder import MARK_TTL_S
+    from labelling.store import Write
+
+    labels, settings = store
+    serving = Recorder(labels, settings, running_after_s=0.2)    # the replica streaming it
+    other = Recorder(labels, settings)                           # the one given the feedback
+    serving.opened("acme", "req_long")
+    serving.opened("acme", "req_short")
+    assert await serving.mark_running() == 0                     # not running long yet
+    await asyncio.sleep(0.3)
+    serving.closed("req_short")                                  # ended before: never marked
+    assert await serving.mark_running() == 1
+    assert await serving.mark_running() == 0                     # renewed later, not each loop
+    redis = labels._redis
+    assert 0 < await redis.ttl(labels.keys.running("acme", "req_long")) <= MARK_TTL_S
+    assert not await redis.exists(labels.keys.running("acme", "req_short"))
+    assert await labels.feedback("acme", "req_long", 1.0) == ("running", "")
+    assert not await redis.exists(labels.keys.misses("acme"))   # a running id is no miss
+
+    async def ends_and_flushes() -> None:
+        await asyncio.sleep(0.6)
+        serving.closed("req_long")
+        await labels.write([Write("acme", "req_long", sketch_of("Write a saga").to_bytes(),
+                                  served_model="large")])
+
+    ending = asyncio.create_task(ends_and_flushes())
+    assert await other.feedback("acme", "req_long", 0.5, wait=False) == ("ok", "large")
+    await ending
+    assert not serving._open and not serving._marked
+    # Still running after the whole wait: no record to score, a 404.
+    serving.opened("acme", "req_endless")
+    await asyncio.sleep(0.3)
+    assert await serving.mark_running() == 1
+    assert await other.feedback("acme", "req_endless", 0.5, wait=False) == ("unknown", "")
+    assert not other._waiting
