@@ -43,6 +43,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from loadtest.report import print_rows
 from loadtest.servers import TEST_KEY, base_config, run_gateway, run_simulator
 from policies.validators import check_answer
 
@@ -189,12 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with run_simulator("--tpot-ms", "2", "--prefill", "200000") as sim_url:
         rows = [report(run(sim_url, name, args)) for name in args.runs.split(",")]
-    cols = list(rows[0])
-    print("| " + " | ".join(cols) + " |")
-    print("|" + "---|" * len(cols))
-    for row in rows:
-        print("| " + " | ".join(str(row[c]) for c in cols) + " |")
-    print(json.dumps(rows))
+    print_rows(rows)
 
 
 if __name__ == "__main__":

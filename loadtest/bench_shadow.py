@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import statistics
 import sys
@@ -43,6 +42,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from loadtest.report import print_rows
 from loadtest.servers import TEST_KEY, base_config, run_gateway, run_simulator, sim_model
 
 PRICES = {"small": 0.1, "large": 5.0, "judgebot": 3.0}
@@ -183,12 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     with run_simulator("--tpot-ms", "2", "--prefill", "200000") as sim_url:
         for _ in range(args.rounds):
             rows += [run(sim_url, False, args), run(sim_url, True, args)]
-    cols = list(rows[0])
-    print("| " + " | ".join(cols) + " |")
-    print("|" + "---|" * len(cols))
-    for r in rows:
-        print("| " + " | ".join(str(r[c]) for c in cols) + " |")
-    print(json.dumps(rows))
+    print_rows(rows)
 
 
 if __name__ == "__main__":

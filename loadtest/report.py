@@ -2,6 +2,7 @@
 
     paths = write_report(report, Path("out"))   # out/report.json, out/*.png
     print(markdown_table(report))
+    print_rows([{"run": "a", "req_per_s": 12.5}, ...])   # a benchmark's rows, then their JSON
 """
 
 from __future__ import annotations
@@ -27,6 +28,17 @@ def write_report(report: dict[str, Any], out: Path, *, plots: bool = True) -> li
 
         paths += draw_all(report, out)
     return paths
+
+
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    """A benchmark's rows as a Markdown table (the first row's keys are the
+    columns), then as one line of JSON."""
+    cols = list(rows[0])
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for row in rows:
+        print("| " + " | ".join(str(row[c]) for c in cols) + " |")
+    print(json.dumps(rows))
 
 
 def _fmt(value: Any, digits: int = 0) -> str:
