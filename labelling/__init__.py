@@ -7,7 +7,9 @@
 
 - ``keys``: every Redis key, under the team's hash tag (Redis Cluster safe);
 - ``store``: the writes (pipelined), the feedback script, the reads;
-- ``recorder``: what the request path hands over, buffered and written off it.
+- ``recorder``: what the request path hands over, buffered and written off it;
+- ``running``: marks for feedback teams' requests that run long, so feedback
+  sent as such a stream ends waits for its record.
 
 Below ``gateway/``: it knows Redis and ``classifiers`` (the sketch of a
 prompt), never the app.

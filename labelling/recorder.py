@@ -30,6 +30,7 @@ from classifiers.complexity import conversation_text
 from classifiers.labels import MAX_PROMPT_CHARS
 from classifiers.sketch import sketch_of
 from core.learning_config import LearningSettings
+from labelling.running import RunningMarks
 from labelling.store import LabelStore, Write
 
 logger = logging.getLogger("routegate.labels")
@@ -42,12 +43,7 @@ MAX_WAITING = 16            # per team: feedback requests waiting so at once, on
 MAX_PENDING_CHARS = 64 * 1024 * 1024
 SLICE = 16                  # sketches between yields to the event loop
 MAX_PER_FLUSH = 2000
-# A feedback team's request still running after ``running_after_s`` (the
-# request deadline) is marked in Redis, renewed every MARK_EVERY_S while it
-# runs: feedback on its id sent to another replica as it ends then waits for
-# its record, however long the stream ran.
-MARK_EVERY_S = 30.0
-MARK_TTL_S = 90
+MAX_RUNNING_WAITING = 4     # per team: of those, waiting on ids marked as running
 
 
 @dataclass(slots=True)
@@ -73,18 +69,12 @@ class Recorder:
     # (team, ok | unknown | already | throttled) -> lookups: routegate_feedback_total
     feedback_results: Counter[tuple[str, str]] = field(default_factory=Counter)
     running_after_s: float = 120.0      # escalation.deadline_s: past it, a request is marked
-    # request id -> (team, monotonic start): feedback teams' requests now running,
-    # oldest first; and when each long one was last marked.
-    _open: dict[str, tuple[str, float]] = field(default_factory=dict)
-    _marked: dict[str, float] = field(default_factory=dict)
+    running: RunningMarks = field(init=False)
+    _waiting_running: Counter[str] = field(default_factory=Counter)
 
-    def opened(self, team: str, request_id: str) -> None:
-        """A request of a team with feedback on has started (one dict insert)."""
-        self._open[request_id] = (team, time.monotonic())
-
-    def closed(self, request_id: str) -> None:
-        if self._open.pop(request_id, None) is not None and self._marked:
-            self._marked.pop(request_id, None)
+    def __post_init__(self) -> None:
+        self.running = RunningMarks(self.store, self.running_after_s,
+                                    self.settings.feedback_window_s)
 
     def observe(self, team: str, request_id: str, messages: list[dict[str, Any]], *,
                 labels: list[tuple[str, float, str]] | None = None,
@@ -116,7 +106,7 @@ class Recorder:
         if until > time.monotonic():
             self.feedback_results[team, "throttled"] += 1
             return "throttled", str(math.ceil(until - time.monotonic()))
-        waits = wait and self._waiting[team] < MAX_WAITING
+        waits, on_running = wait and self._waiting[team] < MAX_WAITING, False
         if waits:
             self._waiting[team] += 1     # taken now: the awaits below let others in
         try:
@@ -124,18 +114,19 @@ class Recorder:
                 await self.flush()
             status, detail = await self.store.feedback(team, request_id, score,
                                                        count_miss=not waits)
-            if status == "running" and not waits and self._waiting[team] < MAX_WAITING:
-                waits = True                 # a long request, ending now maybe: wait too
-                self._waiting[team] += 1
-            if status in ("unknown", "running") and waits:
+            if status == "running" and not waits:
+                # A long request, ending now maybe: it waits too, in places of its own,
+                # so polling a long stream cannot take fresh answers' places.
+                on_running = self._waiting_running[team] < MAX_RUNNING_WAITING
+                if on_running:
+                    self._waiting_running[team] += 1
+            if status in ("unknown", "running") and (waits or on_running):
                 status, detail = await self._ask_again(team, request_id, score)
             if status == "running":          # still running: no record to score yet
                 status = "unknown"
         finally:
-            if waits:
-                self._waiting[team] -= 1
-                if not self._waiting[team]:
-                    del self._waiting[team]
+            _release(self._waiting, team, waits)
+            _release(self._waiting_running, team, on_running)
         if status == "throttled":
             self._throttled[team] = time.monotonic() + int(detail)
         self.feedback_results[team, status] += 1
@@ -144,8 +135,10 @@ class Recorder:
     async def _ask_again(self, team: str, request_id: str, score: float) -> tuple[str, str]:
         for n, delay in enumerate(FEEDBACK_RETRY_S, 1):
             await asyncio.sleep(delay)
+            # The last try counts a miss, even on an id still running 1.75 s on.
             status, detail = await self.store.feedback(
-                team, request_id, score, count_miss=n == len(FEEDBACK_RETRY_S))
+                team, request_id, score, count_miss=n == len(FEEDBACK_RETRY_S),
+                count_running=n == len(FEEDBACK_RETRY_S))
             if status not in ("unknown", "running"):
                 break
         return status, detail
@@ -154,34 +147,13 @@ class Recorder:
         while True:
             await asyncio.sleep(FLUSH_S)
             try:
-                await self.mark_running()
                 await self.flush()
             except Exception:                  # a bug here must not stop the recording
                 logger.exception("the label recorder's flush failed")
-
-    async def mark_running(self) -> int:
-        """Mark (or renew the mark of) every request running for longer than
-        ``running_after_s``; the number marked. The oldest come first in
-        ``_open``, so this stops at the first younger one."""
-        now = time.monotonic()
-        due: list[tuple[str, str]] = []
-        for request_id, (team, started) in self._open.items():
-            if now - started < self.running_after_s:
-                break
-            if now - self._marked.get(request_id, -MARK_EVERY_S) >= MARK_EVERY_S:
-                due.append((team, request_id))
-        if not due:
-            return 0
-        try:
-            await self.store.mark_running(due, MARK_TTL_S)
-        except Exception as exc:              # Redis down: the next loop tries again
-            logger.warning("could not mark %d long requests (%s: %s)", len(due),
-                           type(exc).__name__, exc)
-            return 0
-        for _, request_id in due:
-            if request_id in self._open:      # not closed while the marks were sent
-                self._marked[request_id] = now
-        return len(due)
+            try:
+                await self.running.sync()
+            except Exception:
+                logger.exception("the label recorder's running marks failed")
 
     async def flush(self) -> int:
         """Write what is waiting (at most MAX_PER_FLUSH); the number written."""
@@ -208,6 +180,13 @@ class Recorder:
             return 0
         self.written += len(batch)
         return len(batch)
+
+
+def _release(waiting: Counter[str], team: str, taken: bool) -> None:
+    if taken:
+        waiting[team] -= 1
+        if not waiting[team]:
+            del waiting[team]
 
 
 def _finish(item: _Pending) -> Write:

@@ -43,9 +43,11 @@ TRIM_EVERY_S = 60.0
 
 # KEYS: served record, labels stream, the team's miss count, the request's running mark.
 # ARGV: score, maxlen, the stream's ttl (s), the oldest id to keep (keep_days ago), max
-# misses, the miss window (ms), 1 to count this lookup as a miss if it is unknown.
+# misses, the miss window (ms), 1 to count this lookup as a miss if it is unknown, 1 to
+# count it if it is running.
 # Reply: {status, detail}: ok | unknown (no such record) | already (feedback given), with
-# the model; running (no record yet, the request is still running: not a miss);
+# the model; running (no record yet, the request is still running: a miss only if
+# ARGV[8] says so);
 # throttled, with the miss window's ms left.
 FEEDBACK = """
 local misses = tonumber(redis.call('GET', KEYS[3]) or '0')
@@ -58,7 +60,13 @@ if misses >= tonumber(ARGV[5]) then
   return {'throttled', tostring(left)}
 end
 local r = redis.call('HMGET', KEYS[1], 'm', 'k', 'p', 'done', 'rid')
-if not r[1] and redis.call('EXISTS', KEYS[4]) == 1 then return {'running', ''} end
+if not r[1] and redis.call('EXISTS', KEYS[4]) == 1 then
+  -- Still running: a miss only on a last try (ARGV[8]), the answer not sent yet.
+  if ARGV[8] == '1' and redis.call('INCR', KEYS[3]) == 1 then
+    redis.call('PEXPIRE', KEYS[3], ARGV[6])
+  end
+  return {'running', ''}
+end
 if not r[1] or r[4] then
   -- "already" is final; "unknown" may be asked again, and then counts on its last try.
   if (r[1] or ARGV[7] == '1') and redis.call('INCR', KEYS[3]) == 1 then
@@ -143,7 +151,8 @@ class LabelStore:
         await pipe.execute()
 
     async def feedback(self, team: str, request_id: str, score: float, *,
-                       count_miss: bool = True) -> tuple[str, str]:
+                       count_miss: bool = True, count_running: bool = False
+                       ) -> tuple[str, str]:
         """(status, detail): ``ok``, ``unknown`` or ``already`` with the model that
         answered, or ``throttled`` with the seconds until the team's miss window ends."""
         s = self._settings
@@ -153,7 +162,7 @@ class LabelStore:
         status, detail = await self._feedback(
             keys=keys, args=[repr(score), s.keep_labels, self._keep_s, f"{oldest_ms}-0",
                              s.feedback_max_misses, s.feedback_miss_window_s * 1000,
-                             int(count_miss)])
+                             int(count_miss), int(count_running)])
         status = _text(status)
         if status == "throttled":      # ms left; none (-1, -2): the whole window
             left_ms = int(_text(detail))
@@ -161,11 +170,15 @@ class LabelStore:
                                else s.feedback_miss_window_s)
         return status, _text(detail)
 
-    async def mark_running(self, requests: list[tuple[str, str]], ttl_s: int) -> None:
-        """Mark (team, request id) pairs as still running, for ``ttl_s``; one round trip."""
+    async def mark_running(self, requests: list[tuple[str, str]], ttl_s: int, *,
+                           ended: list[tuple[str, str]], ended_ttl_s: int) -> None:
+        """Mark (team, request id) pairs as still running for ``ttl_s``, and cut
+        the marks of ``ended`` ones to ``ended_ttl_s``; one round trip."""
         pipe = self._redis.pipeline(transaction=False)
         for team, request_id in requests:
             pipe.set(self.keys.running(team, request_id), b"1", ex=ttl_s)
+        for team, request_id in ended:
+            pipe.expire(self.keys.running(team, request_id), ended_ttl_s)
         await pipe.execute()
 
     async def read(self, team: str, since_s: float | None = None, *,

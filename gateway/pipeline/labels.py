@@ -49,8 +49,6 @@ def learn_from(gw: AppState, o: Outcome, req: ModelRequest | None, attempts: Att
     """Everything a finished request leaves for learning. Never raises: the
     request is answered and settled already."""
     try:
-        if caller.team.feedback and gw.labels is not None:
-            gw.labels.closed(o.request_id)
         answered = bill.served and o.status == 200
         hand_over(gw.labels, o, req, attempts, feedback=caller.team.feedback and answered,
                   keep_text=gw.config.logging.prompts)

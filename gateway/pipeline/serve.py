@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
@@ -29,7 +29,7 @@ from backends.sse import SSEEvent
 from core.config import ModelConfig
 from core.errors import GatewayError, InvalidRequest
 from gateway.auth import Caller
-from gateway.ids import client_request_id, new_request_id
+from gateway.ids import client_request_id, issued_s, new_request_id
 from gateway.money.pricing import pool_rate
 from gateway.money.reserve import ladder_ceilings, reserve_budget
 from gateway.money.settle import Bill, settle
@@ -95,8 +95,9 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         req = await door.parse(await read_body(), headers, caller)
         o.stream, o.trace_id = req.stream, span.trace_id or req.trace.trace_id
         o.prompt = req.messages if gw.config.logging.prompts else None
-        await _serve(gw, door, out, o, caller, req, attempts, bill, span,
-                     stable=request_id is not None, own=own)
+        work = _serve(gw, door, out, o, caller, req, attempts, bill, span,
+                      stable=request_id is not None, own=own)
+        await (work if own or not caller.team.feedback else _tracked(gw, o, work))
     except ClientGone:
         o.status, o.error_code = 499, "client_closed_request"
     except asyncio.CancelledError:
@@ -122,6 +123,19 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
     return o
 
 
+async def _tracked(gw: AppState, o: Outcome, work: Coroutine[Any, Any, None]) -> None:
+    """``work`` for a team with feedback on: the request is known as running while
+    it runs, so one that runs long is marked for feedback (``labelling/running.py``)."""
+    if gw.labels is None or o.team is None:
+        return await work
+    marks = gw.labels.running
+    marks.opened(o.team, o.request_id, started_s=issued_s(o.request_id) or time.time())
+    try:
+        await work
+    finally:
+        marks.closed(o.request_id)
+
+
 def _tally(o: Outcome, attempts: Attempts, started: float) -> None:
     o.attempts, o.escalations = attempts.count, attempts.escalations or None
     if o.model is None and attempts.model is not None:
@@ -143,8 +157,6 @@ async def _settle(gw: AppState, o: Outcome, attempts: Attempts, bill: Bill, span
 async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: Caller,
                  req: ModelRequest, attempts: Attempts, bill: Bill, span: Span = NO_SPAN,
                  stable: bool = False, own: bool = False) -> None:
-    if caller.team.feedback and not own and gw.labels is not None:
-        gw.labels.opened(caller.team.name, o.request_id)     # closed in learn_from
     stage = span.child("classify")
     features = await measure(req, gw.router.encodings, gw.router.scorer(req, caller))
     decision = gw.router.choose(req, caller, features, pool=o.pool,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -13,6 +14,7 @@ from labelling.recorder import Recorder
 from labelling.store import LabelStore
 
 MESSAGES = [{"role": "user", "content": "What is the capital of Japan?"}]
+SKETCH = b"sketch"      # the store keeps a sketch's bytes as they are
 
 
 Test = Callable[[tuple[LabelStore, LearningSettings]], Awaitable[None]]
@@ -225,41 +227,73 @@ async def test_a_long_prompt_has_one_digest_from_traffic_and_from_a_label_file(s
 async def test_feedback_on_a_long_stream_as_it_ends_waits_for_its_record(store) -> None:
     """A request that runs past the deadline (a long stream) is marked while it runs:
     feedback sent through another replica as it ends, when its id is too old to be
-    waited for by its time alone (``wait=False``), waits for its record, and a mark is
-    not a miss. Without the mark that feedback was a 404 at once."""
-    from classifiers.sketch import sketch_of
-    from labelling.recorder import MARK_TTL_S
+    waited for by its time alone (``wait=False``), waits for its record. Without the
+    mark that feedback was a 404 at once."""
+    from labelling.running import ENDED_TTL_S, MARK_TTL_S
     from labelling.store import Write
 
     labels, settings = store
     serving = Recorder(labels, settings, running_after_s=0.2)    # the replica streaming it
     other = Recorder(labels, settings)                           # the one given the feedback
-    serving.opened("acme", "req_long")
-    serving.opened("acme", "req_short")
-    assert await serving.mark_running() == 0                     # not running long yet
+    marks, redis = serving.running, labels._redis
+    now = time.time()
+    marks.opened("acme", "req_long", started_s=now)
+    marks.opened("acme", "req_short", started_s=now)
+    assert await marks.sync() == 0                               # not running long yet
     await asyncio.sleep(0.3)
-    serving.closed("req_short")                                  # ended before: never marked
-    assert await serving.mark_running() == 1
-    assert await serving.mark_running() == 0                     # renewed later, not each loop
-    redis = labels._redis
-    assert 0 < await redis.ttl(labels.keys.running("acme", "req_long")) <= MARK_TTL_S
+    marks.closed("req_short")                                    # ended before: never marked
+    assert await marks.sync() == 1
+    assert await marks.sync() == 0                               # renewed later, not each loop
+    mark = labels.keys.running("acme", "req_long")
+    assert MARK_TTL_S - 5 < await redis.ttl(mark) <= MARK_TTL_S
     assert not await redis.exists(labels.keys.running("acme", "req_short"))
     assert await labels.feedback("acme", "req_long", 1.0) == ("running", "")
-    assert not await redis.exists(labels.keys.misses("acme"))   # a running id is no miss
+    assert not await redis.exists(labels.keys.misses("acme"))   # running: not a miss
 
     async def ends_and_flushes() -> None:
         await asyncio.sleep(0.6)
-        serving.closed("req_long")
-        await labels.write([Write("acme", "req_long", sketch_of("Write a saga").to_bytes(),
-                                  served_model="large")])
+        marks.closed("req_long")
+        await labels.write([Write("acme", "req_long", SKETCH, served_model="large")])
+        await marks.sync()                                       # its mark is cut short
 
     ending = asyncio.create_task(ends_and_flushes())
     assert await other.feedback("acme", "req_long", 0.5, wait=False) == ("ok", "large")
     await ending
-    assert not serving._open and not serving._marked
-    # Still running after the whole wait: no record to score, a 404.
-    serving.opened("acme", "req_endless")
-    await asyncio.sleep(0.3)
-    assert await serving.mark_running() == 1
-    assert await other.feedback("acme", "req_endless", 0.5, wait=False) == ("unknown", "")
-    assert not other._waiting
+    assert 0 < await redis.ttl(mark) <= ENDED_TTL_S
+    assert not marks._open and not marks._marked and not marks._ended
+    assert not other._waiting and not other._waiting_running
+
+
+@on_redis
+async def test_a_request_still_running_after_the_wait_is_a_miss_and_waits_apart(store) -> None:
+    """Polling feedback on a stream that is still running: each poll waits 1.75 s in
+    places of its own (MAX_RUNNING_WAITING), so a fresh answer's feedback still
+    waits for its record; a poll that finds it still running at the end is a 404
+    and counts as a miss. A request whose end was never reported stops being marked."""
+    from labelling.recorder import MAX_RUNNING_WAITING
+    from labelling.store import Write
+
+    labels, settings = store
+    serving, other = Recorder(labels, settings, running_after_s=0.1), Recorder(labels, settings)
+    serving.running.opened("acme", "req_endless", started_s=time.time() - 1)
+    assert await serving.running.sync() == 1
+    polls = [asyncio.create_task(other.feedback("acme", "req_endless", 0.5, wait=False))
+             for _ in range(3 * MAX_RUNNING_WAITING)]
+    await asyncio.sleep(0.1)
+    assert sum(not p.done() for p in polls) == MAX_RUNNING_WAITING
+    fresh = asyncio.create_task(other.feedback("acme", "req_fresh", 1.0))   # a fresh id
+
+    async def flushed_later() -> None:
+        await asyncio.sleep(0.3)
+        await labels.write([Write("acme", "req_fresh", SKETCH, served_model="small")])
+
+    await flushed_later()
+    assert await fresh == ("ok", "small")
+    assert all(status == "unknown" for status, _ in await asyncio.gather(*polls))
+    assert int(await labels._redis.get(labels.keys.misses("acme"))) == MAX_RUNNING_WAITING
+    assert not other._waiting and not other._waiting_running
+    serving.running.max_age_s = 0.5                              # never reported as ended
+    assert await serving.running.sync() == 0                     # dropped, its mark cut
+    assert not serving.running._open and not serving.running._marked
+    assert not serving.running._ended
+    assert 0 < await labels._redis.ttl(labels.keys.running("acme", "req_endless")) <= 5
