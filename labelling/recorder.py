@@ -43,7 +43,7 @@ MAX_WAITING = 16            # per team: feedback requests waiting so at once, on
 MAX_PENDING_CHARS = 64 * 1024 * 1024
 SLICE = 16                  # sketches between yields to the event loop
 MAX_PER_FLUSH = 2000
-MAX_RUNNING_WAITING = 4     # per team: of those, waiting on ids marked as running
+MAX_RUNNING_WAITING = 4     # per team, apart from those: waiting on ids marked as running
 
 
 @dataclass(slots=True)
@@ -100,8 +100,11 @@ class Recorder:
         ago: what waits here is written first, and with ``wait`` an unknown id is
         asked again over the next 1.75 s (``FEEDBACK_RETRY_S``), while the
         replica that answered it flushes; at most ``MAX_WAITING`` of a team's at
-        once, the others answered at once. A team the store has throttled is
-        answered from memory, without Redis, until its window ends."""
+        once, the others answered at once. An id marked as running (a request
+        past its deadline, ``labelling/running.py``) waits so too, whatever
+        ``wait`` says, in ``MAX_RUNNING_WAITING`` places of its own. A team the
+        store has throttled is answered from memory, without Redis, until its
+        window ends."""
         until = self._throttled.get(team, 0.0)
         if until > time.monotonic():
             self.feedback_results[team, "throttled"] += 1
