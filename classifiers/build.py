@@ -62,8 +62,8 @@ def _offset_table(w: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
     return keys, np.vstack(rows)
 
 
-def _prior_arrays(rows: Sequence[Row], learned: np.ndarray,
-                  quantile: float) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, str]]:
+def _prior_arrays(rows: Sequence[Row], learned: np.ndarray, quantile: float,
+                  learned_weight: float) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, str]]:
     """Prior weights (shape, word rarity), the rarity table, seen bigram buckets and
     reference count; the training d(x) after shrinking; the table's provenance."""
     table, provenance = build_table()
@@ -79,7 +79,7 @@ def _prior_arrays(rows: Sequence[Row], learned: np.ndarray,
     arrays = {"prior_w": coef[:n_shape], "prior_r": coef[n_shape:], "word_zipf": table,
               "prior_b": np.asarray([prior_b]),
               "seen_bits": np.packbits(seen), "seen_reference": np.asarray([reference])}
-    return arrays, prior + weight * (learned - prior), provenance
+    return arrays, prior + learned_weight * weight * (learned - prior), provenance
 
 
 def build_artifact(rows: Sequence[Row], cfg: TrainConfig, seed: int):
@@ -106,7 +106,8 @@ def assemble_artifact(rows: Sequence[Row], w: dict[str, np.ndarray], cfg: TrainC
     mean_w, mean_c = offset_w[n_fam:].mean(axis=0), float(centers[n_fam:].mean())
     mix[:, -1] -= mean_logit
     learned = logit - mean_logit - (mix @ mean_w - mean_c)
-    prior_arrays, final, words = _prior_arrays(rows, learned, cfg.closeness_quantile)
+    prior_arrays, final, words = _prior_arrays(rows, learned, cfg.closeness_quantile,
+                                               cfg.learned_weight)
     model_keys = [str(k) for k in w["model_keys"]]
     arrays = {
         "hash_w": w["hash_w"],
@@ -152,4 +153,5 @@ def _meta(cfg: TrainConfig, seed: int, centred: np.ndarray, weak_logit: float) -
         "tier_cuts": [round(float(q), 6) for q in np.quantile(centred, [1 / 3, 2 / 3])],
         "weak_model": WEAK_REFERENCE,
         "weak_logit": round(float(weak_logit), 6),
+        "learned_weight": cfg.learned_weight,
     }

@@ -116,6 +116,9 @@ class ComplexityModel:
                         if "prior_r" in arrays else None)   # (weights, table)
         self._seen = np.unpackbits(arrays["seen_bits"]).astype(bool)
         self._seen_reference = float(arrays["seen_reference"][0])
+        # How far the learned logit may pull d(x) from the prior with full evidence
+        # (``TrainConfig.learned_weight``); an artifact from before it: all the way.
+        self._learned_weight = float(meta.get("learned_weight", 1.0))
         self._semantic = None
         if "semantic_w" in arrays:  # wordllama term of d(x); its training mean without wordllama
             self._semantic = semantic_term(arrays["semantic_w"].astype(np.float64),
@@ -180,12 +183,13 @@ class ComplexityModel:
     def shrunk_logit(self, shape: np.ndarray, feats: features.Features,
                      learned: float) -> tuple[float, float]:
         """(d(x), closeness): the learned logit shrunk toward the prior on the
-        request's shape (``shape``: ``shape_features`` of the text) and its words' rarity."""
+        request's shape (``shape``: ``shape_features`` of the text) and its words' rarity,
+        by the closeness times the artifact's ``learned_weight``."""
         prior = float(self._prior_w @ shape) + self._prior_b
         if self._rarity is not None:
             prior += float(self._rarity[0] @ rarity_features(feats, self._rarity[1]))
         weight = closeness(n_seen_bigrams(feats, self._seen), self._seen_reference)
-        return prior + weight * (learned - prior), weight
+        return prior + self._learned_weight * weight * (learned - prior), weight
 
     def score(self, text: str, *, n_messages: int = 1, has_tools: bool = False,
               has_response_format: bool = False) -> PromptScore:

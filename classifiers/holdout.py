@@ -4,6 +4,7 @@
     python -m classifiers.holdout --set ridge_alpha=10 --kappa 0.1
     python -m classifiers.holdout --out-of-domain task source   # leave one task / source out
     python -m classifiers.holdout --seeds 7 --set semantic_alpha=300   # + wordllama features
+    python -m classifiers.holdout --learned-weights 1 0.5 0.25     # d(x) with each weight
 
 For each seed, 20% of the ``llmrouter_train.jsonl`` prompts are held out, the
 artifact is trained on everything else (all other training files included)
@@ -20,6 +21,13 @@ with targets every 0.01 from 0.30 to 0.95 (smoother than the nine targets).
 ``--out-of-domain`` runs the leave-one-task-out and leave-one-source-out
 tables of ``classifiers/outofdomain.py`` instead (APGR of the difficulty
 ranking on each held-out task, next to prompt length and random).
+
+``--learned-weights`` scores each trained artifact again with each of these
+``learned_weight`` values (how far the learned logit may pull d(x) from the
+prior, an inference-time setting: one training serves them all). The
+hold-outs then also print, per weight, the within-task ranking of
+``difficulty`` against a model that answers everything
+(``outofdomain.versus_perfect``, mean over the held-out tasks).
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from classifiers.dataset import (
     load_rows,
 )
 from classifiers.evaluation import TARGETS, evaluate, predict_matrix, route
-from classifiers.outofdomain import Ranker, format_table, out_of_domain
+from classifiers.outofdomain import Ranker, format_table, out_of_domain, versus_perfect
 from classifiers.training import TrainConfig
 
 HOLDOUT_SHARE = 0.2
@@ -88,19 +96,43 @@ def holdout_metrics(pred: np.ndarray, rows: Sequence[Row], train: Sequence[Row],
     }
 
 
-def run_holdouts(cfg: TrainConfig, seeds: Sequence[int], kappa: float) -> list[dict[str, float]]:
+def within_tasks(model: ComplexityModel, rows: Sequence[Row]) -> float:
+    """Mean over the rows' tasks of ``versus_perfect`` for the model's ``difficulty``."""
+    values = []
+    for task in sorted({row.task for row in rows}):
+        mine = [row for row in rows if row.task == task]
+        values.append(versus_perfect(np.asarray([model.score(r.prompt).difficulty for r in mine]),
+                                     mine))
+    return float(np.nanmean(values))
+
+
+def variants(arrays: dict, meta: dict, weights: Sequence[float]) -> dict[str, ComplexityModel]:
+    """The artifact as trained (label ""), and with each other ``learned_weight``."""
+    models = {"": ComplexityModel(arrays, meta)}
+    for weight in weights:
+        models[f"@{weight:g}"] = ComplexityModel(arrays, {**meta, "learned_weight": weight})
+    return models
+
+
+def run_holdouts(cfg: TrainConfig, seeds: Sequence[int], kappa: float,
+                 weights: Sequence[float] = ()) -> list[dict[str, float]]:
     data_dir = default_data_dir()
     rows, prices = load_rows(data_dir, TRAIN_FILES), load_prices(data_dir)
-    results = []
+    results: dict[str, list[dict[str, float]]] = {}
     for seed in seeds:
         train, held = split_rows(rows, seed)
-        model = ComplexityModel(*build_artifact(train, cfg, 0))
-        pred = predict_matrix(model, held, sorted(prices))
-        results.append(holdout_metrics(pred, held, train, prices, kappa))
-        print(f"seed {seed}: " + "  ".join(f"{k} {v:.4f}" for k, v in results[-1].items()))
-    mean = {k: float(np.mean([r[k] for r in results])) for k in results[0]}
-    print("mean:    " + "  ".join(f"{k} {v:.4f}" for k, v in mean.items()))
-    return results
+        arrays, meta = build_artifact(train, cfg, 0)
+        for label, model in variants(arrays, meta, weights).items():
+            pred = predict_matrix(model, held, sorted(prices))
+            found = holdout_metrics(pred, held, train, prices, kappa)
+            if weights:
+                found["within"] = within_tasks(model, held)
+            results.setdefault(label, []).append(found)
+            print(f"seed {seed}{label}: " + "  ".join(f"{k} {v:.4f}" for k, v in found.items()))
+    for label, per_seed in results.items():
+        mean = {k: float(np.mean([r[k] for r in per_seed])) for k in per_seed[0]}
+        print(f"mean{label}: " + "  ".join(f"{k} {v:.4f}" for k, v in mean.items()))
+    return results[""]
 
 
 def model_rankers(model: ComplexityModel) -> dict[str, Ranker]:
@@ -119,17 +151,24 @@ def model_rankers(model: ComplexityModel) -> dict[str, Ranker]:
     return {"difficulty": difficulty, "gain": gain}
 
 
-def artifact_rankers(cfg: TrainConfig):
-    """``fit`` for ``out_of_domain``: train the artifact on the rows, rank with it."""
+def artifact_rankers(cfg: TrainConfig, weights: Sequence[float] = ()):
+    """``fit`` for ``out_of_domain``: train the artifact on the rows, rank with it (and
+    with ``difficulty`` at each other learned weight)."""
     def fit(train: Sequence[Row]) -> dict[str, Ranker]:
-        return model_rankers(ComplexityModel(*build_artifact(train, cfg, 0)))
+        arrays, meta = build_artifact(train, cfg, 0)
+        models = variants(arrays, meta, weights)
+        rankers = model_rankers(models.pop(""))
+        for label, model in models.items():
+            rankers[f"difficulty{label}"] = model_rankers(model)["difficulty"]
+        return rankers
     return fit
 
 
-def run_out_of_domain(cfg: TrainConfig, groupings: Sequence[str], only: Sequence[str]) -> None:
+def run_out_of_domain(cfg: TrainConfig, groupings: Sequence[str], only: Sequence[str],
+                      weights: Sequence[float] = ()) -> None:
     rows = load_rows(default_data_dir(), TRAIN_FILES)
     for by in groupings:
-        results = out_of_domain(rows, artifact_rankers(cfg), by=by, only=only)
+        results = out_of_domain(rows, artifact_rankers(cfg, weights), by=by, only=only)
         print(format_table(results), flush=True)
 
 
@@ -143,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --out-of-domain: hold out only these skills or sources")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="override a TrainConfig field, e.g. ridge_alpha=10")
+    parser.add_argument("--learned-weights", nargs="+", type=float, default=(), metavar="W",
+                        help="also score each artifact with these learned_weight values")
     args = parser.parse_args(argv)
     overrides = {}
     for item in args.set:
@@ -150,9 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         overrides[name] = type(getattr(TrainConfig(), name))(value)
     cfg = dataclasses.replace(TrainConfig(), **overrides)
     if args.out_of_domain:
-        run_out_of_domain(cfg, args.out_of_domain, args.only)
+        run_out_of_domain(cfg, args.out_of_domain, args.only, args.learned_weights)
     else:
-        run_holdouts(cfg, args.seeds, args.kappa)
+        run_holdouts(cfg, args.seeds, args.kappa, args.learned_weights)
     return 0
 
 

@@ -20,12 +20,20 @@ not for a left-out source). Where the weakest model scores about 0 on a task
 exactly the prompts it fails too, so ``difficulty`` sits below 0.5 there by
 construction; ``gain`` does not. Rows whose pair differs by less than
 ``MIN_GAP`` on the task are shown but left out of the mean.
+
+That pair is often a poor stand-in for the strong-versus-fair pairs a router
+is judged on (GPT-4 against Mixtral): a weakest model that scores 0.0-0.2
+on a task fails for its format, not the prompt. A second table therefore
+scores each ranking against a strong model that answers every prompt, one
+APGR per model that answers between ``FAIR`` of the task's prompts, and
+their mean (``versus_perfect``): how well the ranking puts first the prompts
+a fair model fails.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,6 +44,7 @@ from classifiers.evaluation import apgr_cpt
 # when the ranker cannot rank for that pair (a model the artifact does not know).
 Ranker = Callable[[Sequence[str], str, str], "np.ndarray | None"]
 MIN_GAP = 0.05  # below this strong-weak gap on a task, PGR divides by noise
+FAIR = (0.3, 0.9)  # share of a task's prompts a model answers to count as failing by difficulty
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +56,7 @@ class DomainResult:
     strong: str
     weak: str
     apgr: dict[str, float]  # ranking name -> APGR
+    perfect: dict[str, float] = field(default_factory=dict)  # ranking -> ``versus_perfect``
 
 
 def source_pairs(rows: Sequence[Row]) -> dict[str, tuple[str, str]]:
@@ -73,6 +83,23 @@ def ranking_apgr(difficulty: np.ndarray, rows: Sequence[Row], strong: str, weak:
     return apgr_cpt(np.argsort(-difficulty, kind="stable"), strong_s, weak_s)[0]
 
 
+def fair_models(rows: Sequence[Row]) -> list[str]:
+    """The models scored on every row that answer between ``FAIR`` of them."""
+    common = set.intersection(*(set(row.scores) for row in rows)) if rows else set()
+    return [m for m in sorted(common)
+            if FAIR[0] <= float(np.mean([row.scores[m] for row in rows])) <= FAIR[1]]
+
+
+def versus_perfect(difficulty: np.ndarray, rows: Sequence[Row]) -> float:
+    """Mean APGR of the ranking against a model that answers every prompt, over the
+    ``fair_models`` of the rows (NaN without one)."""
+    order = np.argsort(-difficulty, kind="stable")
+    strong = np.ones(len(rows))
+    scores = [apgr_cpt(order, strong, np.asarray([row.scores[m] for row in rows]))[0]
+              for m in fair_models(rows)]
+    return float(np.mean(scores)) if scores else float("nan")
+
+
 def group_of(row: Row, by: str) -> str:
     return SKILL_OF_TASK[row.task] if by == "task" else row.source
 
@@ -90,15 +117,15 @@ def score_held_out(name: str, held: Sequence[Row], rankers: dict[str, Ranker],
         rows = [row for row in held if (row.source, row.task) == (source, task)]
         prompts = [row.prompt for row in rows]
         strong, weak = pairs[source]
-        apgr = {}
-        for label, rank in rankers.items():
-            values = rank(prompts, strong, weak)
+        apgr, perfect = {}, {}
+        ranked = {label: rank(prompts, strong, weak) for label, rank in rankers.items()}
+        ranked["length"] = np.asarray([len(p) for p in prompts], dtype=float)
+        for label, values in ranked.items():
             apgr[label] = np.nan if values is None else ranking_apgr(values, rows, strong, weak)
-        apgr["length"] = ranking_apgr(np.asarray([len(p) for p in prompts], dtype=float),
-                                      rows, strong, weak)
+            perfect[label] = np.nan if values is None else versus_perfect(values, rows)
         apgr["random"] = 0.5
         apgr["gap"] = pair_gap(rows, strong, weak)
-        results.append(DomainResult(name, source, task, len(rows), strong, weak, apgr))
+        results.append(DomainResult(name, source, task, len(rows), strong, weak, apgr, perfect))
     return results
 
 
@@ -132,15 +159,37 @@ def mean_row(results: Sequence[DomainResult]) -> dict[str, float]:
             for k in results[0].apgr}
 
 
+def _cells(values: dict[str, float], labels: Sequence[str]) -> str:
+    return " | ".join("n/a" if np.isnan(values[k]) else f"{values[k]:.3f}" for k in labels)
+
+
 def format_table(results: Sequence[DomainResult]) -> str:
-    """Markdown: one line per held-out (source, task), then the mean over lines."""
+    """Markdown: one line per held-out (source, task), then the mean over lines; then
+    the same against a model that answers everything (``versus_perfect``)."""
     labels = list(results[0].apgr)
     head = "| held out | source | task | prompts | " + " | ".join(labels) + " |"
     lines = [head, "|---|---|---|--:|" + "--:|" * len(labels)]
     for r in results:
-        cells = " | ".join("n/a" if np.isnan(r.apgr[k]) else f"{r.apgr[k]:.3f}" for k in labels)
         mark = "" if r.apgr["gap"] >= MIN_GAP else " (no gap)"
-        lines.append(f"| {r.held_out} | {r.source} | {r.task}{mark} | {r.prompts} | {cells} |")
+        lines.append(f"| {r.held_out} | {r.source} | {r.task}{mark} | {r.prompts} | "
+                     f"{_cells(r.apgr, labels)} |")
     means = " | ".join(f"**{v:.3f}**" for v in mean_row(results).values())
     lines.append(f"| **mean** (gap >= {MIN_GAP}) | | | | {means} |")
+    return "\n".join(lines + ["", format_versus_perfect(results)])
+
+
+def format_versus_perfect(results: Sequence[DomainResult]) -> str:
+    """Markdown: each row's ``versus_perfect`` per ranking, and the mean over rows with a
+    fair model."""
+    labels = list(results[0].perfect)
+    kept = [r for r in results if not np.isnan(r.perfect["length"])]
+    lines = [f"Against a model that answers every prompt (mean APGR over the models "
+             f"answering {FAIR[0]:g}-{FAIR[1]:g} of the task's prompts):", "",
+             "| held out | source | task | prompts | " + " | ".join(labels) + " |",
+             "|---|---|---|--:|" + "--:|" * len(labels)]
+    lines += [f"| {r.held_out} | {r.source} | {r.task} | {r.prompts} | {_cells(r.perfect, labels)} |"
+              for r in kept]
+    means = " | ".join(f"**{np.nanmean([r.perfect[k] for r in kept]):.3f}**" if kept else "n/a"
+                       for k in labels)
+    lines.append(f"| **mean** ({len(kept)} rows with a fair model) | | | | {means} |")
     return "\n".join(lines)

@@ -77,6 +77,9 @@ class TrainConfig:
     # Training quantile of seen-bigram counts at which the learned difficulty gets full
     # weight; below it, d(x) is shrunk toward the shape prior (classifiers/prior.py).
     closeness_quantile: float = 0.5
+    # With full evidence, d(x) = prior + learned_weight * (learned - prior); an
+    # inference-time setting kept in the artifact (1 = the learned logit all the way).
+    learned_weight: float = 1.0
     # Ridge penalty of the wordllama embedding fit on stage 3's residuals (standardized
     # columns); 0 = no semantic features (classifiers/semantic.py).
     semantic_alpha: float = 0.0

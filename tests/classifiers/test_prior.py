@@ -72,3 +72,22 @@ def test_greetings_score_below_proofs(model) -> None:
                         "for every positive integer n there exist x and y in [0, 1] with "
                         "y - x = 1/n and f(x) = f(y).")
     assert greeting.logit < proof.logit and greeting.difficulty < proof.difficulty
+
+
+def test_learned_weight_pulls_d_part_way_from_the_prior() -> None:
+    """d(x) = prior + learned_weight * closeness * (learned - prior); an artifact without
+    the key (before issue 22's selection) keeps the whole learned pull."""
+    from classifiers.artifact import read_npz
+
+    arrays, meta = read_npz(ComplexityModel.artifact_file())
+    models = {w: ComplexityModel(arrays, {**meta, "learned_weight": w}) for w in (0.0, 0.5, 1.0)}
+    legacy = {k: v for k, v in meta.items() if k != "learned_weight"}
+    benchmark = ("Natalia sold clips to 48 of her friends in April, and then she sold half as "
+                 "many clips in May. How many clips did Natalia sell altogether in April and May?")
+    d = {w: m.score(benchmark).logit for w, m in models.items()}
+    assert d[0.0] != pytest.approx(d[1.0], abs=1e-3)   # the learned part moves it
+    assert d[0.5] == pytest.approx((d[0.0] + d[1.0]) / 2)
+    assert ComplexityModel(arrays, legacy).score(benchmark).logit == pytest.approx(d[1.0])
+    # The closeness (and so the confidence) does not depend on the weight.
+    assert models[0.5].score(benchmark).confidence > 0
+    assert len({round(m.score("hi").logit, 9) for m in models.values()}) == 1   # no evidence
