@@ -79,7 +79,9 @@ class TrainConfig:
     closeness_quantile: float = 0.5
     # With full evidence, d(x) = prior + learned_weight * (learned - prior); an
     # inference-time setting kept in the artifact (1 = the learned logit all the way).
-    learned_weight: float = 1.0
+    # Out of fold, within a task, the n-gram logit ranks no better than the prior; half
+    # its pull ranked held-out tasks' prompts best (PROVENANCE.md, "Issue 22").
+    learned_weight: float = 0.5
     # Ridge penalty of the wordllama embedding fit on stage 3's residuals (standardized
     # columns); 0 = no semantic features (classifiers/semantic.py).
     semantic_alpha: float = 0.0
