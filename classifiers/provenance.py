@@ -14,6 +14,7 @@ import scipy
 import sklearn
 
 from classifiers.dataset import TRAIN_FILES, Row, file_digest
+from classifiers.provenance_notes import LEARNED_WEIGHT
 
 _LICENCES = """\
 - `llmrouter_*.jsonl`: github ulab-uiuc/LLMRouter `data/dcrouter_preprocessed`, MIT licence.
@@ -64,7 +65,10 @@ tasks (one point per task; `fit_prior(..., between=...)`). Left out one task at 
 (`python -m classifiers.prior_check`), the prior places the left-out task's mean d(x)
 with RMSE 0.663 and rank correlation 0.437 over 23 tasks, against 0.693 and 0.265 for the
 shape prior alone (the tasks' means spread with SD 0.761). An artifact without
-`prior_r` (an earlier one, or one `routegate learn` wrote from it) keeps the shape prior."""
+`prior_r` (an earlier one, or one `routegate learn` wrote from it) keeps the shape prior.
+Since 2026-12-06 the learned part pulls d(x) only part-way even with full evidence:
+d(x) = prior(x) + `learned_weight` w(x) (learned(x) - prior(x)), the weight (0.5) in the
+metadata; an artifact without it pulls all the way (1). See "Issue 22" below."""
 
 
 _OUT_OF_DOMAIN = """\
@@ -356,6 +360,8 @@ def write_provenance(path: Path, artifact: Path, data_dir: Path, rows: Sequence[
         _LICENCES,
         "",
         _SELECTION,
+        "",
+        LEARNED_WEIGHT,
         "",
         _OUT_OF_DOMAIN,
         "",
