@@ -11,6 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
+from classifiers.artifact import read_npz
 from classifiers.complexity import ComplexityModel
 from classifiers.labels import LabelError, parse_labels
 from classifiers.learning import held_out_apgr, learn
@@ -111,6 +112,9 @@ def test_the_cli_writes_an_artifact_that_classify_and_the_model_load(tmp_path: P
 
     model = ComplexityModel.load(out)
     assert model.learned_terms("weak") is not None and model.learned_terms("small") is None
+    # d0(x) is the shipped model's, learned_weight included: the fit and serving agree.
+    shipped_meta = read_npz(ComplexityModel.artifact_file())[1]
+    assert read_npz(out / "complexity.npz")[1]["learned_weight"] == shipped_meta["learned_weight"]
     ability, key = model.learned_terms("strong")  # type: ignore[misc]
     score = model.score(queries[0]["prompt"])     # type: ignore[arg-type]
     assert model.p_correct(score, ability, key) > 0.7                 # the soup: strong
