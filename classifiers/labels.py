@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
+import scipy.sparse as sp
 
 from classifiers.complexity import conversation_text
 from classifiers.sketch import PromptSketch, digest_of, sketch_of
@@ -60,7 +61,29 @@ class Labels:
         return ~held, held
 
     def strong_weak(self) -> tuple[int, int]:
-        """The names with the highest and the lowest mean score."""
+        """(strong, weak): the pair the held-out APGR and ``difficulty`` compare.
+        Of the pairs of models that scored apart on prompts both answered, the
+        one with the most such prompts (ties: the wider gap there), the better
+        of the two there being strong. Means over all of a model's labels would
+        mislead on traffic: the router sends the easy prompts to the cheap model,
+        and a model shadowed a few times may have any mean. Without such a pair,
+        the highest and the lowest mean score overall."""
+        size = (len(self.prompts), len(self.names))
+        answered = sp.csr_matrix((np.ones_like(self.score), (self.prompt, self.model)),
+                                 shape=size)
+        sums = sp.csr_matrix((self.score, (self.prompt, self.model)), shape=size)
+        mean = sums.multiply(answered.power(-1))           # per prompt and model
+        answered.data[:] = 1.0
+        shared = (answered.T @ answered).toarray()         # prompts both answered
+        score = (mean.T @ answered).toarray()   # [i, j]: i's scores where j answered too
+        gap = np.divide(score - score.T, shared, out=np.zeros_like(shared),
+                        where=shared > 0)
+        pairs = [(float(shared[i, j]), float(abs(gap[i, j])), int(i), int(j))
+                 for i, j in zip(*np.triu_indices(len(self.names), 1), strict=True)
+                 if abs(gap[i, j]) > 1e-12]
+        if pairs:
+            _, _, a, b = max(pairs, key=lambda pair: pair[:2])
+            return (a, b) if gap[a, b] > 0 else (b, a)
         means = [float(self.score[self.model == j].mean()) if (self.model == j).any() else 0.0
                  for j in range(len(self.names))]
         return int(np.argmax(means)), int(np.argmin(means))

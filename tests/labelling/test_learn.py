@@ -86,6 +86,31 @@ def test_learning_on_another_fleets_labels_ranks_the_held_out_half_better() -> N
     assert result.after > 0.95 * best
 
 
+def test_strong_and_weak_are_compared_where_both_answered_not_by_overall_means() -> None:
+    # Routed traffic: the cheap model gets the easy prompts (all right), and on
+    # the prompts it shares with medium (escalations) it fails where medium
+    # passes; medium alone gets the hard ones (half right). A model shadowed
+    # once, on one shared prompt, scores below both. Overall means would call
+    # cheap the strong one (0.8 against 0.6) and the shadowed one the weak.
+    def line(i: int, model: str, score: float) -> bytes:
+        return orjson.dumps({"prompt": f"prompt number {i}", "model": model, "score": score})
+
+    lines = [line(i, "cheap", 1.0) for i in range(20)]
+    lines += [line(i, m, s) for i in range(20, 26) for m, s in (("cheap", 0.0),
+                                                                ("medium", 1.0))]
+    lines += [line(i, "medium", float(i % 2)) for i in range(26, 44)]
+    lines += [line(20, "shadowed", 0.0)]
+    labels = parse_labels(lines)
+    means = {name: float(labels.score[labels.model == j].mean())
+             for j, name in enumerate(labels.names)}
+    assert means["cheap"] > means["medium"] > means["shadowed"]
+    strong, weak = labels.strong_weak()
+    assert (labels.names[strong], labels.names[weak]) == ("medium", "cheap")
+    # No pair scored apart where both answered: the overall means decide.
+    alone = parse_labels([line(1, "a", 1.0), line(2, "b", 0.0), line(3, "b", 1.0)])
+    assert [alone.names[k] for k in alone.strong_weak()] == ["a", "b"]
+
+
 def test_the_cli_writes_an_artifact_that_classify_and_the_model_load(tmp_path: Path) -> None:
     labels = tmp_path / "labels.jsonl"
     labels.write_bytes(b"\n".join(label_lines()) + b"\n")
