@@ -68,12 +68,7 @@ class Labels:
         mislead on traffic: the router sends the easy prompts to the cheap model,
         and a model shadowed a few times may have any mean. Without such a pair,
         the highest and the lowest mean score overall."""
-        size = (len(self.prompts), len(self.names))
-        answered = sp.csr_matrix((np.ones_like(self.score), (self.prompt, self.model)),
-                                 shape=size)
-        sums = sp.csr_matrix((self.score, (self.prompt, self.model)), shape=size)
-        mean = sums.multiply(answered.power(-1))           # per prompt and model
-        answered.data[:] = 1.0
+        answered, mean = self._per_prompt()
         shared = (answered.T @ answered).toarray()         # prompts both answered
         score = (mean.T @ answered).toarray()   # [i, j]: i's scores where j answered too
         gap = np.divide(score - score.T, shared, out=np.zeros_like(shared),
@@ -92,18 +87,23 @@ class Labels:
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(prompt indices, strong's score, weak's score) for the prompts among
         ``prompts`` (a mask) that both answered; repeated labels are averaged."""
-        both = []
-        for j in (strong, weak):
-            sums = np.zeros(len(self.prompts))
-            counts = np.zeros(len(self.prompts))
-            on = self.model == j
-            np.add.at(sums, self.prompt[on], self.score[on])
-            np.add.at(counts, self.prompt[on], 1.0)
-            both.append((sums, counts))
-        keep = prompts & (both[0][1] > 0) & (both[1][1] > 0)
+        answered, mean = self._per_prompt()
+        pair = [strong, weak]
+        keep = prompts & (answered[:, pair].toarray() > 0).all(axis=1)
         index = np.flatnonzero(keep)
-        return (index, both[0][0][index] / both[0][1][index],
-                both[1][0][index] / both[1][1][index])
+        scores = mean[:, pair].toarray()[index]
+        return index, scores[:, 0], scores[:, 1]
+
+    def _per_prompt(self) -> tuple[sp.csc_matrix, sp.csc_matrix]:
+        """(1 where a model answered a prompt, its mean score there), prompts by
+        models; repeated labels are averaged."""
+        size = (len(self.prompts), len(self.names))
+        answered = sp.csc_matrix((np.ones_like(self.score), (self.prompt, self.model)),
+                                 shape=size)
+        sums = sp.csc_matrix((self.score, (self.prompt, self.model)), shape=size)
+        mean = sp.csc_matrix(sums.multiply(answered.power(-1)))
+        answered.data[:] = 1.0
+        return answered, mean
 
 
 def _bucket(prompt_digest: bytes, seed: int) -> int:
