@@ -30,9 +30,10 @@ from collections import deque
 from typing import Any
 
 import hiredis
+from redis._parsers.base import BaseParser  # redis-py's table of error prefixes
 from redis.connection import parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 CONNECT_TIMEOUT_S = 1.0
@@ -169,11 +170,12 @@ class PipelinedRedis:
 
 
 def _check(reply: Any) -> Any:
+    """The reply, or the error redis-py would raise for it, by its prefix: a
+    restarted Redis still loading its data answers ``-LOADING`` (BusyLoadingError,
+    a ConnectionError: an outage), ``-READONLY`` is a failover, ``-NOSCRIPT`` a
+    forgotten script."""
     if isinstance(reply, hiredis.ReplyError):
-        message = str(reply)
-        if message.startswith("NOSCRIPT"):
-            raise NoScriptError(message)
-        raise ResponseError(message)
+        raise BaseParser.parse_error(str(reply))
     return reply
 
 

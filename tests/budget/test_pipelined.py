@@ -6,8 +6,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from redis.exceptions import BusyLoadingError, RedisError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from budget.pipelined import PipelinedRedis, encode_command
@@ -72,3 +72,42 @@ def test_a_call_redis_never_answers_times_out_and_the_next_reconnects(tmp_path: 
 
     with RedisServer(tmp_path / "redis") as server:
         asyncio.run(main(server))
+
+
+def test_a_restarted_redis_still_loading_is_an_outage_not_an_error(tmp_path: Path) -> None:
+    """While a restarted Redis loads its AOF it answers ``-LOADING``. That must
+    surface as redis-py's BusyLoadingError, a ConnectionError the budget rides
+    out by its fail policy; as a plain ResponseError it was a 500 to the client."""
+    import threading
+
+    import redis
+
+    async def during_load(server: RedisServer, loading: threading.Thread) -> list[object]:
+        client = PipelinedRedis(server.url)
+        seen: list[object] = []
+        while loading.is_alive():
+            try:
+                seen.append(await client.execute("GET", "k1"))
+            except RedisError as exc:
+                seen.append(exc)
+            await asyncio.sleep(0.02)
+        seen.append(await client.execute("GET", "k1"))
+        await client.aclose()
+        return seen
+
+    # key-load-delay: Redis's own test knob, microseconds per key loaded.
+    with RedisServer(tmp_path / "redis", "--key-load-delay", "100") as server:
+        with redis.Redis(port=server.port) as sync:
+            pipe = sync.pipeline(transaction=False)
+            for i in range(20_000):
+                pipe.set(f"k{i}", i)
+            pipe.execute()
+        server.kill()
+        loading = threading.Thread(target=server.start)   # returns once it answers PING
+        loading.start()
+        seen = asyncio.run(during_load(server, loading))
+        loading.join()
+    busy = [e for e in seen if isinstance(e, BusyLoadingError)]
+    assert busy, seen                                   # the load was long enough to see
+    assert all(isinstance(e, RedisConnectionError) for e in seen if isinstance(e, Exception))
+    assert seen[-1] == b"1"
