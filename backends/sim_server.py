@@ -28,8 +28,12 @@ The ``model`` field picks a behaviour, so a fault test is one line:
                          ``retry-after: 1``), then normal serving: an upstream that fails and
                          recovers (e.g. ``sequence-500.500.400-ab12``; a fresh TAG, a fresh count)
 
-``GET /sim/stats`` returns per-behaviour counters (requests, cancelled, ...), and
-under ``"sequence"`` the requests seen per ``sequence-…`` name. ``GET /metrics``
+``GET /sim/requests`` lists what the server counted for each request it took
+(prompt tokens from the body it received, ``sim_count.py``; completion
+tokens generated, also for a request cut short): the independent count the
+money tests hold the gateway's bills against. ``GET /sim/stats`` returns
+per-behaviour counters (requests, cancelled, ...), and under ``"sequence"``
+the requests seen per ``sequence-…`` name. ``GET /metrics``
 publishes the load as vLLM does (``vllm:num_requests_running``: sequences
 prefilling or decoding; ``vllm:num_requests_waiting``: not yet started, waiting
 for a batch slot or for the prefill; ``vllm:kv_cache_usage_perc``: the
@@ -55,7 +59,6 @@ from starlette.routing import Route
 
 from backends.base import UpstreamCall
 from backends.simulated import SimulatedBackend
-from classifiers.length import counter_for
 from core.config import ModelConfig, Price, SimulateConfig, Timeouts
 from core.errors import GatewayError
 
@@ -237,7 +240,6 @@ async def serve(backend: SimulatedBackend, request: Request, call: UpstreamCall,
 
 def create_app(base: SimulateConfig) -> Starlette:
     backends = build_backends(base)
-    counter = counter_for("o200k_base")
     sequence_seen: dict[str, int] = {}
 
     async def chat(request: Request) -> Response:
@@ -259,8 +261,7 @@ def create_app(base: SimulateConfig) -> Starlette:
         if name == "endless" and payload.get("stream"):
             return StreamingResponse(endless(), media_type="text/event-stream")
         fault = name if name in USAGE_FAULTS or name == "no-done" else None
-        call = UpstreamCall(request.headers.get("x-request-id", "sim"), payload,
-                            counter.count_messages(messages))
+        call = UpstreamCall(request.headers.get("x-request-id", "sim"), payload, 0)
         return await serve(backends.get(name, backends["default"]), request, call, fault)
 
     async def models(request: Request) -> Response:
@@ -273,14 +274,20 @@ def create_app(base: SimulateConfig) -> Starlette:
         return Response(orjson.dumps(counts), media_type="application/json")
 
 
+    async def served(request: Request) -> Response:
+        """What this server counted per request, newest last: its own bills."""
+        rows = [row for b in backends.values() for row in b.served]
+        return Response(orjson.dumps(rows), media_type="application/json")
+
     return Starlette(routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/v1/completions", other_route(backends, counter, "completions", "prompt"),
+        Route("/v1/completions", other_route(backends, "completions", "prompt"),
               methods=["POST"]),
-        Route("/v1/embeddings", other_route(backends, counter, "embeddings", "input"),
+        Route("/v1/embeddings", other_route(backends, "embeddings", "input"),
               methods=["POST"]),
         Route("/v1/models", models),
         Route("/sim/stats", stats),
+        Route("/sim/requests", served),
         Route("/metrics", metrics_route(backends)),
         Route("/health", health),
     ])
@@ -314,21 +321,19 @@ def vllm_metrics(backends: dict[str, SimulatedBackend]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def other_route(backends: dict[str, SimulatedBackend], counter: Any, route: str,
-                field: str) -> Any:
-    """/v1/completions and /v1/embeddings: the prompt (or input) counted, the same
-    models and usage faults; the fault behaviours by name are chat's."""
+def other_route(backends: dict[str, SimulatedBackend], route: str, field: str) -> Any:
+    """/v1/completions and /v1/embeddings: the same models and usage faults (the
+    prompt counted by the backend, as for chat); the fault behaviours by name are chat's."""
     async def handle(request: Request) -> Response:
         try:
             payload = orjson.loads(await request.body())
-            texts = _texts(payload[field])
+            _texts(payload[field])
         except Exception:
             return error_response(400, f"'{field}' is required", "invalid_request")
         name = str(payload.get("model"))
         fault = name if name in USAGE_FAULTS else None
-        call = UpstreamCall(request.headers.get("x-request-id", "sim"), payload,
-                            sum(counter.count_text(t) if isinstance(t, str) else len(t)
-                                for t in texts), route=route)
+        call = UpstreamCall(request.headers.get("x-request-id", "sim"), payload, 0,
+                            route=route)
         return await serve(backends.get(name, backends["default"]), request, call, fault)
     return handle
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
 from backends.base import Completion, LiveStats, UpstreamCall, Usage
+from backends.sim_count import prompt_tokens
 from backends.sim_engine import SimEngine, SimFailure
 from backends.sim_shapes import CHAT, TEXT, chunk, embeddings, text_answer, usage
 from backends.sse import DONE, SSEEvent
@@ -54,10 +57,19 @@ def assemble_message(choices: list[dict[str, Any]]) -> tuple[dict[str, Any], str
     return message, finish, ({"content": logprobs, "refusal": None} if logprobs else None)
 
 
+# Requests the simulator remembers what it counted for (``SimulatedBackend.served``).
+SERVED_KEPT = 10_000
+
+
 class SimulatedBackend:
     def __init__(self, model: ModelConfig) -> None:
         self.name = model.name
         self.stats = LiveStats()
+        # What this server counted for each request it took (its bill, as an honest
+        # upstream's own records): {"id", "route", "model", "prompt_tokens",
+        # "completion_tokens", "finished"}; a request that failed before any token
+        # is not here. The money tests compare the gateway's bills with these.
+        self.served: deque[dict[str, Any]] = deque(maxlen=SERVED_KEPT)
         self.engine = SimEngine(model.name, model.simulate or SimulateConfig(), model.ability)
         self._first_byte_s = model.timeouts.first_byte_s
         self._total_s = model.timeouts.total_s
@@ -93,20 +105,38 @@ class SimulatedBackend:
                                  upstream_status=exc.status)
         return UpstreamError(f"model {self.name} failed: connection lost")
 
+    def record(self, call: UpstreamCall, completion_tokens: int, finished: str) -> None:
+        self.served.append({"id": call.request_id, "route": call.route,
+                            "model": call.payload.get("model"),
+                            "prompt_tokens": call.prompt_tokens,
+                            "completion_tokens": completion_tokens, "finished": finished})
+
+    def _received(self, call: UpstreamCall) -> UpstreamCall:
+        """The call with the prompt counted as this server counts what it received
+        (``sim_count.py``), never the gateway's figure: usage reports this count."""
+        return replace(call, prompt_tokens=prompt_tokens(call.payload, call.route))
+
     async def complete(self, call: UpstreamCall) -> Completion:
+        call = self._received(call)
         if call.route == "embeddings":
             return await self._embed(call)
         started = time.perf_counter()
         self.stats.in_flight += 1
         first_at = 0.0
+        choices: list[dict[str, Any]] = []
         try:
             async with asyncio.timeout(call.bound_s(self._total_s)):
-                choices = []
                 async for choice in self._chunks(call):
                     first_at = first_at or time.perf_counter()
                     choices.append(choice)
         except (SimFailure, TimeoutError) as exc:
+            if first_at:
+                self.record(call, _tokens_in(choices), "failed")
             raise self._convert(exc, generating=isinstance(exc, TimeoutError)) from None
+        except asyncio.CancelledError:
+            if first_at:
+                self.record(call, _tokens_in(choices), "cancelled")
+            raise
         finally:
             self.stats.in_flight -= 1
         answers: dict[int, list[dict[str, Any]]] = {}
@@ -117,8 +147,8 @@ class SimulatedBackend:
             message, finish, logprobs = assemble_message(deltas)
             out.append({"index": index, "message": message, "logprobs": logprobs,
                         "finish_reason": finish})
-        # Each answer's first delta is its role: the rest are tokens.
-        n_out = sum(1 for c in choices if c["delta"] and "role" not in c["delta"])
+        n_out = _tokens_in(choices)
+        self.record(call, n_out, "completed")
         model, created = call.payload.get("model", self.name), int(time.time())
         if call.route == "completions":
             data = text_answer(model, created, answers, call.prompt_tokens, n_out)
@@ -147,13 +177,14 @@ class SimulatedBackend:
             self.stats.in_flight -= 1
         data = embeddings(call.payload, prompt_tokens=call.prompt_tokens,
                           dimensions=self.engine.config.embedding_dimensions)
+        self.record(call, 0, "completed")
         elapsed = time.perf_counter() - started
         self.stats.requests += 1
         self.stats.observe_ttft(elapsed)
         return Completion(orjson.dumps(data), data, Usage(call.prompt_tokens, 0), elapsed, elapsed)
 
     async def stream(self, call: UpstreamCall) -> SimChunkStream:
-        stream = SimChunkStream(self, call)
+        stream = SimChunkStream(self, self._received(call))
         self.stats.in_flight += 1
         try:
             async with asyncio.timeout(self._first_byte_s):
@@ -172,6 +203,11 @@ class SimulatedBackend:
         return None
 
 
+def _tokens_in(choices: list[dict[str, Any]]) -> int:
+    """Output tokens among generated deltas: each answer's first delta is its role."""
+    return sum(1 for c in choices if c["delta"] and "role" not in c["delta"])
+
+
 class SimChunkStream(MeteredStream):
     def __init__(self, backend: SimulatedBackend, call: UpstreamCall) -> None:
         self._backend = backend
@@ -186,6 +222,7 @@ class SimChunkStream(MeteredStream):
         self._model = call.payload.get("model", backend.name)
         self._first: dict[str, Any] | None = None
         self._n_out = 0
+        self._recorded = False
         self._stats = backend.stats
 
     buffered = False   # each simulated token arrives on its own
@@ -207,7 +244,11 @@ class SimChunkStream(MeteredStream):
                 self._n_out += bool(choice["delta"]) and "role" not in choice["delta"]
                 yield self._event(choice)
         except SimFailure as exc:
+            self._recorded = True
+            self._backend.record(self._call, self._n_out, "failed")
             raise self._backend._convert(exc) from None
+        self._recorded = True
+        self._backend.record(self._call, self._n_out, "completed")
         counts = usage(self._call.prompt_tokens, self._n_out)
         self._meter.usage = Usage(counts["prompt_tokens"], counts["completion_tokens"])
         if self._with_usage:
@@ -220,4 +261,7 @@ class SimChunkStream(MeteredStream):
     async def aclose(self) -> None:
         if not self._close_once():
             return
+        if not self._recorded and self._first is not None:     # the client left mid-stream
+            self._recorded = True
+            self._backend.record(self._call, self._n_out, "cancelled")
         await self._gen.aclose()  # cancels a generation still in progress

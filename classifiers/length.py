@@ -1,7 +1,7 @@
 """Token counting for routing: exact with tiktoken, a documented estimate without it.
 
     counter = TokenCounter("o200k_base")
-    counter.count_messages([{"role": "user", "content": "hi"}])   # -> 8
+    counter.count_messages([{"role": "user", "content": "hi"}])   # -> 7
 
 tiktoken cannot download its BPE files on machines without internet, so the
 files are looked up in ``TIKTOKEN_CACHE_DIR``. When they are missing the
@@ -20,11 +20,14 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from classifiers.images import OPENAI, image_tokens
+
 logger = logging.getLogger("routegate.length")
 
 # OpenAI's chat format costs a few tokens per message beyond the text itself.
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_REPLY = 3
+TOKENS_PER_TOOL_CALL = 7      # the call's id, type and JSON framing
 BYTES_PER_TOKEN_ESTIMATE = 4
 
 _encoders: dict[str, Any] = {}
@@ -91,17 +94,58 @@ class TokenCounter:
             return len(self._encoder.encode(text, disallowed_special=()))
         return max(1, len(text.encode("utf-8")) // BYTES_PER_TOKEN_ESTIMATE)
 
-    def count_messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
+    def count_messages(self, messages: Iterable[Mapping[str, Any]], image_rule: str = OPENAI
+                       ) -> int:
+        """A chat prompt as the model reads it: each message's text (string or parts),
+        its name, tool calls and OpenAI's few tokens around it, and its images by
+        ``image_rule`` (``classifiers/images.py``)."""
         total = TOKENS_PER_REPLY
         for message in messages:
             total += TOKENS_PER_MESSAGE
-            total += self.count_text(message_text(message.get("content")))
+            content = message.get("content")
+            if isinstance(content, str):
+                total += self.count_text(content)
+            elif isinstance(content, list):
+                total += self._count_parts(content, image_rule)
+            elif content is not None:
+                total += self.count_text(str(content))
             name = message.get("name")
             if isinstance(name, str):
                 total += self.count_text(name) + 1
             tool_calls = message.get("tool_calls")
             if tool_calls:
-                total += self.count_text(str(tool_calls))
+                total += self.count_tool_calls(tool_calls)
+        return total
+
+    def _count_parts(self, parts: list[Any], image_rule: str) -> int:
+        texts, images = [], 0
+        for part in parts:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, Mapping):
+                text = part.get("text")
+                if isinstance(text, str):
+                    texts.append(text)
+                image = part.get("image_url")
+                if isinstance(image, Mapping) and isinstance(image.get("url"), str):
+                    detail = image.get("detail")
+                    images += image_tokens(image["url"], detail if isinstance(detail, str)
+                                           else "auto", image_rule)
+        return self.count_text("\n".join(texts)) + images
+
+    def count_tool_calls(self, calls: Any) -> int:
+        """An assistant's tool calls: each function's name and arguments, and a few
+        tokens of framing; any other shape as its text."""
+        if not isinstance(calls, list):
+            return self.count_text(str(calls))
+        total = 0
+        for call in calls:
+            fn = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(fn, Mapping):
+                total += TOKENS_PER_TOOL_CALL + self.count_text(
+                    f"{fn.get('name') or ''}{fn.get('arguments') or ''}")
+            else:
+                total += self.count_text(str(call))
         return total
 
 

@@ -3,9 +3,10 @@
     features = await measure(req, encodings={"o200k_base"}, scorer=None)
     features.prompt_tokens("o200k_base")
 
-Counting is exact (tiktoken) and done once per encoding per request. A very
-long prompt is counted in a worker thread (tiktoken releases the GIL), so it
-never stalls the event loop for other requests.
+Counting is exact (tiktoken) and done once per encoding per request, over
+everything the model reads: messages, images, tools and the response schema
+(``classifiers/prompt.py``). A large request is counted in a worker thread
+(tiktoken releases the GIL), so it never stalls the event loop for others.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from classifiers.length import TokenCounter, counter_for, message_text
+from classifiers.prompt import structured_tokens
 from gateway.money.ceiling import Demand
 from gateway.pipeline.request import EMBEDDING, ModelRequest
 
@@ -23,8 +25,8 @@ if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel, PromptScore
     from core.config import GatewayConfig, ModelConfig
 
-# Above this many characters the work moves off the event loop (~1 ms of tiktoken).
-LONG_PROMPT_CHARS = 16_000
+# Above this many body bytes the work moves off the event loop (~1 ms of tiktoken).
+LONG_PROMPT_BYTES = 16_000
 # Expected output length when the client gives no max_tokens.
 DEFAULT_EXPECTED_OUTPUT = 256
 
@@ -64,29 +66,20 @@ class RequestFeatures:
         return self.token_counts[encoding]
 
 
-def _approx_chars(messages: list[dict[str, Any]]) -> int:
-    total = 0
-    for m in messages:
-        content = m.get("content")
-        total += len(content) if isinstance(content, str) else len(str(content or ""))
-    return total
-
-
-def _count(req: ModelRequest, counter: TokenCounter) -> int:
-    """The prompt's tokens: in the chat template, or raw texts (embeddings), plus
-    any prompt given as token ids."""
+def count_prompt(req: ModelRequest, counter: TokenCounter) -> int:
+    """The prompt as the model reads it: the messages in the chat template (with
+    their images), the tools and the response schema; or raw texts (embeddings,
+    legacy completions); plus any prompt given as token ids."""
     if req.templated:
-        return counter.count_messages(req.messages) + req.extra_prompt_tokens
+        return (counter.count_messages(req.messages) + structured_tokens(req.body, counter)
+                + req.extra_prompt_tokens)
     return sum(counter.count_text(message_text(m.get("content"))) for m in req.messages
                ) + req.extra_prompt_tokens
 
 
 def _measure_sync(req: ModelRequest, encodings: set[str],
                   scorer: Scorer | None) -> RequestFeatures:
-    if req.templated and not req.extra_prompt_tokens:     # chat: the usual case
-        counts = {enc: counter_for(enc).count_messages(req.messages) for enc in encodings}
-    else:
-        counts = {enc: _count(req, counter_for(enc)) for enc in encodings}
+    counts = {enc: count_prompt(req, counter_for(enc)) for enc in encodings}
     score, spent = None, None
     if scorer is not None:
         started = time.perf_counter()
@@ -95,13 +88,14 @@ def _measure_sync(req: ModelRequest, encodings: set[str],
         spent = time.perf_counter() - started
     expected = req.max_tokens or DEFAULT_EXPECTED_OUTPUT
     demand = Demand(counts, len(req.messages), req.max_tokens, req.choices,
-                    generates=req.operation != EMBEDDING)
+                    generates=req.operation != EMBEDDING,
+                    inputs=1 if req.templated else len(req.messages))
     return RequestFeatures(counts, expected, demand, score, classify_s=spent, scorer=scorer)
 
 
 async def measure(req: ModelRequest, encodings: set[str],
                   scorer: Scorer | None) -> RequestFeatures:
     """``scorer``: None when the request needs no complexity score."""
-    if _approx_chars(req.messages) > LONG_PROMPT_CHARS:
+    if req.size > LONG_PROMPT_BYTES:
         return await asyncio.to_thread(_measure_sync, req, encodings, scorer)
     return _measure_sync(req, encodings, scorer)

@@ -24,7 +24,7 @@ from core.config import GatewayConfig, ModelConfig
 from core.errors import GatewayError
 from gateway.asgi import Handler, HTTPExchange
 from gateway.ids import response_request_id
-from gateway.pipeline.features import LONG_PROMPT_CHARS
+from gateway.pipeline.features import LONG_PROMPT_BYTES
 from gateway.pipeline.request import load_object
 from gateway.pipeline.serve import INTERNAL, ClientGone
 from gateway.protocols.anthropic_messages.count import count_input_tokens
@@ -54,7 +54,7 @@ async def count_tokens(http: HTTPExchange) -> None:
         raw = await http.read_body(gw.config.max_body_bytes)
         body = load_object(raw)
         encoding = encoding_of(gw.config, body.get("model"))
-        if len(raw) > LONG_PROMPT_CHARS:     # tiktoken releases the GIL: off the event loop
+        if len(raw) > LONG_PROMPT_BYTES:     # tiktoken releases the GIL: off the event loop
             n = await asyncio.to_thread(count_input_tokens, body, encoding)
         else:
             n = count_input_tokens(body, encoding)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from backends.base import UpstreamCall
+from backends.sim_count import prompt_tokens as count_prompt
 from backends.simulated import SimulatedBackend
 from core.config import ModelConfig, Price, SimulateConfig, Timeouts
 from core.errors import UpstreamError
@@ -24,7 +25,14 @@ def backend(**sim: Any) -> SimulatedBackend:
 
 
 def call(prompt_tokens: int = 10, **payload: object) -> UpstreamCall:
-    return UpstreamCall("r", {**MSG, **payload}, prompt_tokens)
+    """A call whose prompt the simulator counts (``sim_count.py``, from the body it
+    receives) as ``prompt_tokens``: a message of that many tokens, less the template's.
+    The gateway's figure in the call is deliberately wrong: the simulator ignores it."""
+    for words in range(max(0, prompt_tokens - 12), prompt_tokens + 1):
+        body = {"messages": [{"role": "user", "content": "a" + " a" * words}], **payload}
+        if count_prompt(body) == prompt_tokens:
+            return UpstreamCall("r", body, prompt_tokens * 7 + 1)
+    raise AssertionError(f"no message of {prompt_tokens} tokens")
 
 
 async def ttft_of(b: SimulatedBackend, c: UpstreamCall) -> float:
@@ -115,7 +123,7 @@ def test_usage_counts_the_tokens_sent() -> None:
 def test_failures_are_injected(knob: str) -> None:
     async def run() -> None:
         b = backend(**{knob: 1.0, "tpot_ms": 1})
-        stream = await b.stream(call(5, stream=True, max_tokens=20))
+        stream = await b.stream(call(10, stream=True, max_tokens=20))
         async for _ in stream:
             pass
     with pytest.raises(UpstreamError):
@@ -125,7 +133,7 @@ def test_failures_are_injected(knob: str) -> None:
 def test_invalid_json_rate_truncates_json() -> None:
     async def run(rate: float) -> str:
         b = backend(invalid_json_rate=rate, tpot_ms=1)
-        c = await b.complete(call(5, response_format={"type": "json_object"}))
+        c = await b.complete(call(10, response_format={"type": "json_object"}))
         return c.data["choices"][0]["message"]["content"]
     json.loads(asyncio.run(run(0.0)))
     with pytest.raises(json.JSONDecodeError):

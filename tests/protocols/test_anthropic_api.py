@@ -19,6 +19,7 @@ from anthropic.types import DocumentBlockParam, MessageParam, ToolParam
 
 from budget.pricing import cost_nanousd
 from classifiers.length import counter_for
+from classifiers.prompt import structured_tokens
 from tests.support import TEST_KEY, Gateway, base_config, hashed, run_gateway
 
 MONEY_KEY, CAPPED_KEY, LIAR_KEY = "sk-anthropic-money", "sk-anthropic-capped", "sk-anthropic-liar"
@@ -291,8 +292,12 @@ def test_count_tokens_is_our_own_count(gw: Gateway) -> None:
     chat_tool = {"type": "function", "function": {"name": WEATHER["name"],
                                                   "parameters": WEATHER["input_schema"],
                                                   "description": WEATHER["description"]}}
+    # The tools as OpenAI's models read them (classifiers/prompt.py): what a request of
+    # this body reserves is counted the same way, so the two never disagree.
+    tools = structured_tokens({"tools": [chat_tool]}, counter)
     expected = counter.count_messages([{"role": "system", "content": "You are terse."},
-                                       *HELLO]) + counter.count_text(orjson.dumps([chat_tool]).decode())
+                                       *HELLO]) + tools
+    assert tools > counter.count_text(WEATHER["description"])
     assert counted.input_tokens == expected
 
 

@@ -2,13 +2,14 @@
 
     count_input_tokens(body, "o200k_base")     # -> 42, or InvalidRequest
 
-The count is the gateway's own (``classifiers.length``, the tokenizer the
-model is configured with): the translated chat messages, counted exactly as
-routing and budgets count a prompt, plus the tool definitions' JSON, which a
-client sizing its context must leave room for. It is not the upstream's
-count (a model's chat template adds its own tokens), and it is free: nothing
-is routed, reserved or billed. The body is checked like a Messages request,
-without ``max_tokens``.
+The count is the one routing, the reservation and billing's estimate read
+(``gateway/pipeline/features.py``, ``count_prompt``): the request translated
+as ``/v1/messages`` translates it, its messages, images, tool definitions and
+schema counted with the model's tokenizer. So ``count_tokens`` and what a
+request reserves never disagree. It is not the upstream's count (a model's
+chat template adds its own tokens, and an upstream's report is what is
+billed). Nothing is routed, reserved or billed; the body is checked like a
+Messages request, without ``max_tokens``.
 """
 
 from __future__ import annotations
@@ -16,18 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from classifiers.length import counter_for
-from gateway.protocols.anthropic_messages.parse import chat_messages, tool_fields
+from gateway.pipeline.features import count_prompt
+from gateway.protocols.anthropic_messages.parse import to_chat_body
 from gateway.protocols.anthropic_messages.schema import check_request
+from gateway.protocols.openai_chat import chat_request
 
 
 def count_input_tokens(body: Mapping[str, Any], encoding: str) -> int:
     check_request(body, counting=True)
-    counter = counter_for(encoding)
-    total = counter.count_messages(chat_messages(body))
-    tools = tool_fields(body).get("tools")
-    if tools:
-        total += counter.count_text(orjson.dumps(tools).decode())
-    return total
+    req = chat_request(to_chat_body({**body, "max_tokens": 1}), {})
+    return count_prompt(req, counter_for(encoding))
