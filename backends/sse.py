@@ -57,21 +57,33 @@ class SSEEvent:
     def has_tokens(self) -> bool:
         """Whether this chunk carries generated text or tool-call arguments (chat), or
         text (a legacy completion)."""
+        return bool(self.generated)
+
+    @property
+    def generated(self) -> str:
+        """What this chunk generated: text, reasoning, tool calls' names and arguments
+        (chat), or text (a legacy completion); "" for none. What a stream cut short is
+        billed for is counted from these."""
         d = self.data
         choices = d.get("choices") if d else None
         if not isinstance(choices, list):
-            return False
+            return ""
+        out = ""
         for choice in choices:
             # An upstream's malformed chunk must not crash the relay: check the shapes.
             if not isinstance(choice, dict):
                 continue
             delta = choice.get("delta")
             if isinstance(delta, dict):
-                if delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content"):
-                    return True
-            elif choice.get("text"):          # a legacy completion's chunk
-                return True
-        return False
+                for key in ("content", "reasoning_content"):
+                    if isinstance(delta.get(key), str):
+                        out += delta[key]
+                calls = delta.get("tool_calls")
+                if calls:
+                    out += _call_text(calls)
+            elif isinstance(choice.get("text"), str):          # a legacy completion's chunk
+                out += choice["text"]
+        return out
 
     @property
     def error(self) -> dict[str, Any] | None:
@@ -79,6 +91,17 @@ class SSEEvent:
         if d is not None and isinstance(d.get("error"), dict):
             return d["error"]
         return None
+
+
+def _call_text(calls: Any) -> str:
+    out = ""
+    for call in calls if isinstance(calls, list) else ():
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            for part in ("name", "arguments"):
+                if isinstance(fn.get(part), str):
+                    out += fn[part]
+    return out
 
 
 class EventSplitter:

@@ -57,7 +57,9 @@ def budget_exceeded(
         f"{_who(team, key_id, scope)} has reached its {window} hard "
         f"budget: ${usd(committed):.6f} spent or reserved of ${usd(limit):.6f}, and this "
         f"request may cost up to ${usd(amount):.6f}. Lower max_tokens, choose a "
-        f"cheaper model, or ask an admin to raise the limit."
+        f"cheaper model, or ask an admin to raise the limit.",
+        # Both SDKs honour it: a retry cannot pass a hard limit, so none is made.
+        headers={"x-should-retry": "false"},
     )
 
 

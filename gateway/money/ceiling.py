@@ -1,25 +1,35 @@
-"""The one rule for what a request can cost, and what is billed within it.
+"""The one rule for what a request may cost, and what is billed for it.
 
     tariff = Tariff(config)                                      # on the app state
     ceiling = tariff.ceiling(model, demand, rate)                # reserve: per model of the ladder
     billed = tariff.bill(ceiling, reported, demand, estimate)    # settle: per attempt that answered
     billed.usage, billed.cost, billed.anomaly
 
-A request's **ceiling** on one model is the most it can be billed there:
-the prompt at our own count, widened by what the model's upstream was seen
-to count (``PromptMeter``), and ``choices`` × the output cap (``n`` answers
-of at most ``max_tokens``, or the model's maximum, each). The reservation is
-built from the ceilings of the ladder, so **billing never exceeds what was
-reserved**: an upstream's figures beyond the ceiling (or negative, or past
-any sane integer) are refused, logged and counted as anomalies, and the
-excess is not billed. Every protocol and every batch line goes through
-these two functions.
+A request's **ceiling** on one model is what is reserved for it there: the
+prompt as we count it (everything the model reads: messages, images, tools,
+the response schema; ``gateway/pipeline/features.py``), widened by how that
+model's upstream was seen to count this team's prompts (``PromptMeter``),
+and ``choices`` x the output cap (``n`` answers of at most ``max_tokens``,
+or the model's maximum, each).
+
+**Billing takes the upstream's figures**, bounded by what the model can do,
+never by our own estimate: a prompt of at most what the model can read (its
+``context_window``, per input), and at most ``choices`` x the output cap.
+A prompt the upstream counted above the reservation is billed all the same,
+in the same settle: the excess is an *overdraft* (``gateway/money/settle.py``
+logs and meters it), and the team's next request is judged on the true
+spend. So a team can pass a hard limit by at most the honest excess of the
+requests it has in flight. Figures past those bounds (or negative, or not
+numbers) are refused, logged and counted as anomalies: billed at the bound,
+or from our own count. Every door and every batch line goes through these
+two functions.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +42,8 @@ from gateway.money.prompt_meter import PromptMeter
 
 logger = logging.getLogger("routegate.money")
 
-NEGATIVE, OVER_RESERVED = "negative", "over_reserved"
+# Why an upstream's figures were not billed as they came.
+NEGATIVE, OVER_CAP, UNREADABLE = "negative", "over_cap", "unreadable"
 # Events a stream may carry beyond one per output token it may bill: role and
 # finish chunks per answer, the usage chunk, keep-alive comments.
 EVENTS_PER_CHOICE, EVENT_SLACK = 8, 64
@@ -47,6 +58,8 @@ class Demand:
     max_tokens: int | None           # the client's cap on one answer's output
     choices: int = 1                 # answers asked for (``n``; ``best_of`` for completions)
     generates: bool = True           # False for embeddings: input tokens only
+    inputs: int = 1                  # prompts read apart (legacy completions, embeddings)
+    team: str = ""                   # whose prompts the meter learns from
 
     def output_cap(self, model: ModelConfig) -> int:
         """The most output tokens ``model`` may bill for this request."""
@@ -54,6 +67,10 @@ class Demand:
             return 0
         one = min(self.max_tokens or model.max_output_tokens, model.max_output_tokens)
         return self.choices * one
+
+    def prompt_cap(self, model: ModelConfig) -> int:
+        """The most prompt tokens ``model`` may bill: all it can read, per input."""
+        return model.context_window * self.inputs
 
     def stream_event_cap(self, model: ModelConfig) -> int:
         """The most events a stream from ``model`` may carry before it is cut: every
@@ -67,12 +84,14 @@ class Demand:
 
 @dataclass(slots=True)
 class Ceiling:
-    """The most one attempt on ``model`` can be billed: tokens and nano-USD."""
+    """What is reserved for one attempt on ``model`` (tokens and nano-USD), and the
+    most it may bill: ``prompt_cap`` and ``output_tokens``."""
 
     model: ModelConfig
-    prompt_tokens: int
-    output_tokens: int
-    cost: int                        # nano-USD at the pool's rate
+    prompt_tokens: int               # reserved: our count, widened by the meter
+    output_tokens: int               # reserved, and the most billed
+    cost: int                        # nano-USD reserved, at the pool's rate
+    prompt_cap: int = 0              # the most prompt tokens billed (context window x inputs)
 
     @property
     def tokens(self) -> int:
@@ -82,54 +101,68 @@ class Ceiling:
 @dataclass(slots=True)
 class Billed:
     usage: Usage
-    cost: int                        # nano-USD, never above the ceiling's
-    anomaly: str | None = None       # NEGATIVE | OVER_RESERVED: the upstream's figures refused
+    cost: int                        # nano-USD
+    anomaly: str | None = None       # NEGATIVE | OVER_CAP | UNREADABLE: the figures refused
 
 
 class Tariff:
-    """Prices, output caps and each model's learned prompt count."""
+    """Prices, output caps and each model's learned prompt count, per team."""
 
     def __init__(self, config: GatewayConfig) -> None:
-        self.meters = {m.name: PromptMeter(m.prompt_margin) for m in config.models}
+        self._margins = {m.name: m.prompt_margin for m in config.models}
+        # (model, team) -> its meter: one team's prompts never widen or tighten
+        # what another's are reserved at. Teams come from the config: bounded.
+        self.meters: dict[tuple[str, str], PromptMeter] = {}
+
+    def meter(self, model: str, team: str) -> PromptMeter:
+        meter = self.meters.get((model, team))
+        if meter is None:
+            meter = self.meters[(model, team)] = PromptMeter(self._margins.get(model, 0.25))
+        return meter
 
     def ceiling(self, model: ModelConfig, demand: Demand, rate: float) -> Ceiling:
-        prompt = self.meters[model.name].bound(demand.prompt_tokens[model.tokenizer],
-                                               demand.messages)
+        cap = demand.prompt_cap(model)
+        prompt = min(cap, self.meter(model.name, demand.team).bound(
+            demand.prompt_tokens[model.tokenizer], demand.messages))
         output = demand.output_cap(model)
-        return Ceiling(model, prompt, output, cost_nano(model, prompt, output, rate))
+        return Ceiling(model, prompt, output, cost_nano(model, prompt, output, rate), cap)
 
     def bill(self, ceiling: Ceiling, reported: Usage | None, demand: Demand,
-             estimate_output: int, rate: float) -> Billed:
+             estimate_output: int, rate: float, unreadable: bool = False) -> Billed:
         """What one attempt is billed. ``reported`` is the upstream's usage (None when it
-        sent none we could read); ``estimate_output`` our own count of its output."""
+        sent none we could read: ``unreadable`` says it sent some); ``estimate_output``
+        our own count of its output."""
         model = ceiling.model
         ours = demand.prompt_tokens[model.tokenizer]
         usage, anomaly = within(ceiling, reported, ours, estimate_output)
+        if anomaly is None and unreadable:
+            anomaly = UNREADABLE
         if reported is not None and anomaly != NEGATIVE:
-            self.meters[model.name].observe(ours, demand.messages, reported.prompt_tokens)
+            self.meter(model.name, demand.team).observe(ours, demand.messages,
+                                                        usage.prompt_tokens)
         if anomaly is not None:
-            logger.warning("model %s reported usage %s for a request whose ceiling is %d + %d "
-                           "tokens (%s); billing %s", model.name, reported,
-                           ceiling.prompt_tokens, ceiling.output_tokens, anomaly, usage)
-        cost = cost_nano(model, usage.prompt_tokens, usage.completion_tokens, rate)
-        return Billed(usage, min(cost, ceiling.cost), anomaly)
+            logger.warning("model %s reported usage %s for a request that may bill at most "
+                           "%d + %d tokens (%s); billing %s", model.name, reported,
+                           ceiling.prompt_cap, ceiling.output_tokens, anomaly, usage)
+        return Billed(usage, cost_nano(model, usage.prompt_tokens, usage.completion_tokens, rate),
+                      anomaly)
 
 
 def within(ceiling: Ceiling, reported: Usage | None, ours: int, estimate_output: int
            ) -> tuple[Usage, str | None]:
-    """The usage to bill for ``reported`` under ``ceiling``, and why it was corrected
-    (None: it was not). Pure: the relay uses it on a stream's usage chunk too."""
+    """The usage to bill for ``reported`` on ``ceiling``'s model, and why it was
+    corrected (None: it was not). Pure: the relay uses it on a stream's usage chunk too."""
     if reported is not None and (reported.prompt_tokens < 0 or reported.completion_tokens < 0):
         reported, anomaly = None, NEGATIVE
     else:
         anomaly = None
     if reported is None:
         return Usage(ours, min(estimate_output, ceiling.output_tokens), estimated=True), anomaly
-    if (reported.prompt_tokens > ceiling.prompt_tokens
-            or reported.completion_tokens > ceiling.output_tokens):
-        return Usage(min(reported.prompt_tokens, ceiling.prompt_tokens),
+    cap = ceiling.prompt_cap or ceiling.prompt_tokens
+    if reported.prompt_tokens > cap or reported.completion_tokens > ceiling.output_tokens:
+        return Usage(min(reported.prompt_tokens, cap),
                      min(reported.completion_tokens, ceiling.output_tokens),
-                     reported.estimated), OVER_RESERVED
+                     reported.estimated), OVER_CAP
     return reported, None
 
 
@@ -144,12 +177,15 @@ def with_usage(data: dict[str, Any], usage: Usage) -> bytes:
 
 
 def checked_usage_event(event_data: dict[str, Any], raw: bytes, ceiling: Ceiling, ours: int,
-                        relayed: int) -> bytes:
+                        relayed: Callable[[], int]) -> bytes:
     """A stream's usage chunk as the client may see it: untouched when its figures
-    are within ``ceiling``, else saying what will be billed (``relayed``: the token
-    chunks so far, our count of the output when the figures are unreadable)."""
+    are billed as they are, else saying what will be billed (``relayed``: our count
+    of the output so far, asked for only when the figures are unusable)."""
     reported = Usage.from_wire(event_data.get("usage"))
-    usage, anomaly = within(ceiling, reported, ours, relayed)
-    if reported is not None and anomaly is None:
-        return raw
+    if reported is not None and min(reported.prompt_tokens, reported.completion_tokens) >= 0:
+        usage, anomaly = within(ceiling, reported, ours, 0)
+        if anomaly is None:
+            return raw
+    else:
+        usage = within(ceiling, None, ours, relayed())[0]
     return b"data: " + orjson.dumps({**event_data, "usage": usage_json(usage)}) + b"\n\n"

@@ -1,6 +1,7 @@
 """Our own count of an answer's output, for an upstream that reported no usage.
 
     tokens = count_answer_tokens(completion_json, "o200k_base")
+    tokens = count_relayed_tokens(["Hel", "lo"], "o200k_base")      # what a stream relayed
 
 Every choice counts (``n`` answers are ``n`` times the output), with its
 content, refusal and tool calls; legacy completions' ``text`` too.
@@ -32,3 +33,9 @@ def count_answer_tokens(data: Any, encoding: str) -> int:
                 texts.append(f"{fn.get('name', '')} {fn.get('arguments', '')}")
     text = "".join(t for t in texts if t)
     return counter_for(encoding).count_text(text) if text else 0
+
+
+def count_relayed_tokens(pieces: list[str], encoding: str) -> int:
+    """Tokens in what a stream relayed (its text and tool-call arguments), counted with
+    the model's tokenizer: a stream the client left is billed for these, not its chunks."""
+    return counter_for(encoding).count_text("".join(pieces))

@@ -1,7 +1,7 @@
 """How an upstream counts a prompt, learned from the usage it reports.
 
     meter = PromptMeter(margin=0.25)
-    meter.bound(ours=120, messages=3)          # the most prompt tokens billed for this prompt
+    meter.bound(ours=120, messages=3)          # the prompt tokens to reserve for this prompt
     meter.observe(ours=120, messages=3, reported=131)
 
 Our own count is tiktoken's (``o200k_base`` unless a model sets its
@@ -9,9 +9,8 @@ tokenizer) plus OpenAI's few tokens per message. A real server counts with
 its own tokenizer and wraps every message in its chat template, so its
 ``prompt_tokens`` differ from ours: measured against llama.cpp's Gemma 3,
 within 5% on English prose, +15% on code, and twice ours on a prompt of
-digits (Gemma splits numbers into single digits). The reservation must hold
-what the server will bill, and billing never passes what was reserved, so
-this meter learns, per model:
+digits (Gemma splits numbers into single digits). The reservation should
+hold what the server will bill, so this meter learns, per model and team:
 
 - a fit, upstream ≈ a·ours + b·messages, by least squares over the recent
   answers (exponentially weighted, so a changed upstream is learned anew);
@@ -24,11 +23,14 @@ The bound is (a·ours + b·messages)·max(1 + margin, spread) + slack. Once
 every answer wider than the spread: learning runs on every request, so it is
 kept to a few float operations on most of them. Before
 ``MIN_SAMPLES`` answers it is the cold one, 2·ours + 8 per message + slack,
-which covered every prompt measured above. A hostile upstream cannot talk
-the bound up without limit: the fit is clamped (a in [0.25, 4], b in [0,
-64], spread at most 4) and an answer that reports more than four times the
-current bound teaches nothing (it is an anomaly: billed at the bound,
-logged and counted).
+which covered every prompt measured above.
+
+The bound sizes a reservation; it never caps a bill (``ceiling.py`` bills
+what the upstream reports, up to the model's context window, which is also
+the most a report can teach here). Each (model, team) has its own meter, so
+one team's prompts never move what another's are reserved at. A hostile
+upstream can talk a bound up only within the clamps (a in [0.25, 4], b in
+[0, 64], spread at most 4), and only for the teams it serves.
 """
 
 from __future__ import annotations
@@ -46,7 +48,6 @@ SETTLED, SAMPLE_EVERY = 256, 4   # past SETTLED answers, learn from one in SAMPL
 MAX_SPREAD = 4.0
 RATIO_RANGE = (0.25, 4.0)
 PER_MESSAGE_RANGE = (0.0, 64.0)
-UNTEACHABLE = 4.0         # a report above this many bounds is not learned from
 
 
 def _clamp(value: float, bounds: tuple[float, float]) -> float:
@@ -86,8 +87,6 @@ class PromptMeter:
         if ours <= 0:
             return
         fitted = self.ratio * ours + self.per_message * messages
-        if reported > UNTEACHABLE * (max(ours, fitted) * self._widen + SLACK):
-            return
         if self.samples >= SETTLED:
             # A settled fit learns from one answer in SAMPLE_EVERY, and from every one
             # wider than its spread: the bound stays honest at a quarter of the cost.

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from budget.pricing import usd
-from budget.reservation import Reservation
+from budget.reservation import Progress, Reservation
 from core.config import ModelConfig
 from core.types import Usage
 from gateway.money.ceiling import Billed, Ceiling, Demand, Tariff
-from gateway.money.metering import count_answer_tokens
+from gateway.money.metering import count_answer_tokens, count_relayed_tokens
+from gateway.money.pricing import cost_nano
 from gateway.money.reserve import settle_budget
 from gateway.pipeline.attempts import Attempts
 from gateway.pipeline.outcome import Outcome
@@ -46,6 +47,10 @@ class Bill:
     reported: Usage | None = None         # the delivered answer's usage, unchecked
     answer: Any = None                    # a non-streamed answer's JSON, to count if needed
     relayed_chunks: int = 0               # token-bearing chunks a stream relayed
+    relayed_text: list[str] | None = None  # what they carried, to count if no usage came
+    usage_sent: bool = False              # the upstream sent a usage object (readable or not)
+    attempts: Attempts | None = None      # the request's attempts, while it runs
+    relay: Any = None                     # the stream being relayed (a StreamRelay), if any
     streamed: Any = None                  # a stream kept for its shadow: its answer (not billed)
     _delivered: Billed | None = None      # the served answer, billed once
 
@@ -57,19 +62,40 @@ class Bill:
                                                                       self.rate)
         return ceiling
 
-    def billed(self, model: ModelConfig, reported: Usage | None, answer: Any, chunks: int
-               ) -> Billed:
+    def billed(self, model: ModelConfig, reported: Usage | None, answer: Any, chunks: int,
+               text: list[str] | None = None, sent: bool = False) -> Billed:
+        """``chunks``/``text``: what a stream relayed; ``sent``: usage came, unreadable."""
         assert self.demand is not None
         estimate = 0
         if reported is None or min(reported.prompt_tokens, reported.completion_tokens) < 0:
             # Not usable: our own count of the output stands in (Tariff.bill decides).
-            estimate = chunks if answer is None else count_answer_tokens(answer, model.tokenizer)
-        return self.tariff.bill(self.ceiling(model), reported, self.demand, estimate, self.rate)
+            if answer is not None:
+                estimate = count_answer_tokens(answer, model.tokenizer)
+            else:
+                estimate = count_relayed_tokens(text, model.tokenizer) if text else chunks
+        unreadable = reported is None and (sent or (isinstance(answer, dict)
+                                                     and answer.get("usage") is not None))
+        return self.tariff.bill(self.ceiling(model), reported, self.demand, estimate, self.rate,
+                                unreadable)
+
+    def progress(self) -> Progress | None:
+        """What the request has run up so far, for its lease renewals (a replica that
+        dies mid-request is billed this): once an attempt started, its prompt at our
+        count, and the tokens a stream relayed, counted with the model's tokenizer."""
+        attempts = self.attempts
+        if (attempts is None or not attempts.started or attempts.model is None
+                or self.demand is None):
+            return None
+        model = attempts.model
+        prompt = self.demand.ours(model)
+        output = self.relay.tokens_so_far() if self.relay is not None else 0
+        return model.name, prompt, output, cost_nano(model, prompt, output, self.rate)
 
     def served_answer(self, model: ModelConfig) -> Billed:
         """The delivered answer's bill (computed once: the meter learns from it once)."""
         if self._delivered is None:
-            self._delivered = self.billed(model, self.reported, self.answer, self.relayed_chunks)
+            self._delivered = self.billed(model, self.reported, self.answer, self.relayed_chunks,
+                                          self.relayed_text, self.usage_sent)
         return self._delivered
 
     def delivered(self, model: ModelConfig, cancelled: bool) -> Billed | None:
@@ -111,6 +137,18 @@ def _lines(o: Outcome, attempts: Attempts, bill: Bill) -> list[Line]:
     return lines
 
 
+def _overdraft(o: Outcome, reservation: Reservation, lines: list[Line]) -> None:
+    """An upstream that counted more than was reserved is billed all the same: the
+    excess is an overdraft, logged and metered, and the team's next request is
+    judged on the true spend (``gateway/money/ceiling.py``)."""
+    billed = sum(line.cost for line in lines)
+    if reservation.amount and billed > reservation.amount:
+        o.overdraft_usd = usd(billed - reservation.amount)
+        logger.info("request %s of team %s: billed %d nano-USD, %d above its reservation "
+                    "(an overdraft: the upstream counted more than we did)", o.request_id,
+                    o.team, billed, billed - reservation.amount)
+
+
 def _report(o: Outcome, lines: list[Line]) -> None:
     prompt = completion = cost = 0
     energy: float | None = None
@@ -134,6 +172,7 @@ def settle(gw: AppState, o: Outcome, attempts: Attempts, bill: Bill) -> list[asy
     if bill.reservation is None:
         return []
     reservation, bill.reservation = bill.reservation, None
+    _overdraft(o, reservation, lines)
     settled: list[asyncio.Future[None]] = []
     try:
         for i, line in enumerate(lines[:-1]):

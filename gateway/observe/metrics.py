@@ -21,6 +21,7 @@ them all):
     routegate_escalations_total{pool,reason}
     routegate_fallbacks_total{pool,reason}
     routegate_usage_anomalies_total{model,kind}
+    routegate_overdraft_usd_total{team}
 
 Live, as this worker sees them at the scrape (gauges):
 
@@ -98,8 +99,10 @@ class Metrics:
         self.fallbacks = count("routegate_fallbacks", "Fallbacks after a failed attempt",
                                ["pool", "reason"])
         self.usage_anomalies = count(
-            "routegate_usage_anomalies", "Upstream usage corrected before billing (negative "
-            "counts, completion tokens over the reservation)", ["model", "kind"])
+            "routegate_usage_anomalies", "Upstream usage corrected before billing (negative, "
+            "unreadable, or past what the model can read or write)", ["model", "kind"])
+        self.overdraft = count("routegate_overdraft_usd", "Billed above the reservation: the "
+                               "upstream counted more of the prompt than the gateway", ["team"])
         self._children: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._pending: list[PendingCounter | PendingHistogram] = []
         self._flush_timer: asyncio.TimerHandle | None = None
@@ -154,6 +157,8 @@ class Metrics:
             self.fallbacks.labels(o.pool, reason).inc()
         if o.usage_anomaly is not None:
             self.usage_anomalies.labels(o.model or "-", o.usage_anomaly).inc()
+        if o.overdraft_usd:
+            self.overdraft.labels(o.team or "-").inc(o.overdraft_usd)
         if self._flush_timer is None:
             with contextlib.suppress(RuntimeError):   # no event loop: flushed at collect()
                 self._flush_timer = asyncio.get_running_loop().call_later(FLUSH_S, self.flush)

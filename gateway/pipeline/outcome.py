@@ -28,8 +28,9 @@ class Outcome:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     usage_estimated: bool = False
-    usage_anomaly: str | None = None     # "negative" | "over_reserved": upstream usage corrected
+    usage_anomaly: str | None = None     # "negative" | "over_cap" | "unreadable": usage corrected
     cost_usd: float = 0.0
+    overdraft_usd: float | None = None   # billed above the reservation (the upstream counted more)
     energy_j: float | None = None
     ttft_s: float | None = None
     tpot_s: float | None = None

@@ -2,7 +2,7 @@
 
     relay = StreamRelay(stream, include_usage=chat.include_usage, max_events=2_200)
     sent_all = await responder.send_stream(relay.events(), headers)
-    relay.chunks, relay.error, stream.usage
+    relay.chunks, relay.text, relay.error, stream.usage
 
 Events that arrived together leave together (one ASGI send per upstream
 read, not per event). The usage chunk the gateway asked for is dropped when
@@ -25,6 +25,7 @@ from backends.sse import SSEEvent
 from core.errors import GatewayError, UpstreamTooLong
 from core.types import Usage
 from gateway.money.ceiling import Ceiling, checked_usage_event, within
+from gateway.money.metering import count_relayed_tokens
 from gateway.protocols.base import StreamTranslator
 
 
@@ -52,6 +53,9 @@ class StreamRelay:
         self.ceiling, self.ours = ceiling, ours   # to check the usage the client is shown
         self.translator = translator
         self.chunks = 0                      # token-bearing chunks relayed
+        self.text: list[str] = []            # what they carried (a stream cut short bills it)
+        self.usage_seen = False              # a usage chunk came (readable or not)
+        self._counted_pieces = self._counted_tokens = 0   # tokens_so_far's running count
         self.error: GatewayError | None = None
 
     def events(self) -> AsyncIterator[bytes]:
@@ -70,12 +74,17 @@ class StreamRelay:
                     if left < 0:
                         raise too_long(self.max_events)
                     if not event.is_usage_only:
-                        self.chunks += event.has_tokens
+                        text = event.generated
+                        if text:
+                            self.chunks += 1
+                            self.text.append(text)
                         out.append(event.raw)
                         if keep is not None:
                             keep.append(event)
-                    elif not drop_usage:
-                        out.append(self._usage(event))
+                    else:
+                        self.usage_seen = True
+                        if not drop_usage:
+                            out.append(self._usage(event))
                     if out and not self.stream.buffered:
                         yield b"".join(out)
                         out.clear()
@@ -103,8 +112,12 @@ class StreamRelay:
                         raise too_long(self.max_events)
                     if event.is_usage_only:
                         reported = event.data
+                        self.usage_seen = True
                     elif not event.done:
-                        self.chunks += event.has_tokens
+                        text = event.generated
+                        if text:
+                            self.chunks += 1
+                            self.text.append(text)
                         out.extend(translator.feed(event))
                         if keep is not None:
                             keep.append(event)
@@ -120,14 +133,37 @@ class StreamRelay:
         finally:
             await self.stream.aclose()
 
+    def tokens_so_far(self) -> int:
+        """Our count of what has been relayed up to now, counted piece by piece as it
+        grows (a lease renewal asks every few seconds): what a replica that dies
+        mid-stream is billed for."""
+        if self.ceiling is None:
+            return self.chunks
+        pieces = self.text[self._counted_pieces:]
+        if pieces:
+            self._counted_pieces += len(pieces)
+            self._counted_tokens += count_relayed_tokens(pieces, self.ceiling.model.tokenizer)
+        return self._counted_tokens
+
+    def _relayed_tokens(self) -> int:
+        """Our count of what was relayed, as settling counts it (no usable usage came)."""
+        if self.ceiling is None or not self.text:
+            return self.chunks
+        return count_relayed_tokens(self.text, self.ceiling.model.tokenizer)
+
     def _usage(self, event: SSEEvent) -> bytes:
         if self.ceiling is None or event.data is None:
             return event.raw
-        return checked_usage_event(event.data, event.raw, self.ceiling, self.ours, self.chunks)
+        return checked_usage_event(event.data, event.raw, self.ceiling, self.ours,
+                                   self._relayed_tokens)
 
     def _billed(self, usage_chunk: dict | None) -> Usage:
         """What the stream will be billed, for the door's closing events."""
         reported = Usage.from_wire(usage_chunk.get("usage")) if usage_chunk else None
+        if reported is not None and self.ceiling is None:
+            return reported
         if self.ceiling is None:
-            return reported or Usage(self.ours, self.chunks, estimated=True)
-        return within(self.ceiling, reported, self.ours, self.chunks)[0]
+            return Usage(self.ours, self._relayed_tokens(), estimated=True)
+        if reported is not None and min(reported.prompt_tokens, reported.completion_tokens) >= 0:
+            return within(self.ceiling, reported, self.ours, 0)[0]
+        return within(self.ceiling, None, self.ours, self._relayed_tokens())[0]

@@ -145,7 +145,7 @@ def _event(gw: Gateway, r: httpx.Response) -> str:
 def test_negative_usage_is_refused_and_huge_usage_clamped(money_gateway: Gateway,
                                                           stream: bool) -> None:
     extra = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
-    for model, anomaly in (("negative-usage", "negative"), ("huge-usage", "over_reserved")):
+    for model, anomaly in (("negative-usage", "negative"), ("huge-usage", "over_cap")):
         before = ledger(money_gateway).get(model, {"input_tokens": 0, "output_tokens": 0,
                                                    "cost_nanousd": 0})
         r = post(money_gateway, {"model": model, "messages": HELLO, "max_tokens": 50, **extra})
@@ -164,7 +164,7 @@ def test_negative_usage_is_refused_and_huge_usage_clamped(money_gateway: Gateway
         assert row["cost_nanousd"] - before["cost_nanousd"] == cost_nanousd(
             tokens_in, tokens_out, 1.0, 2.0)
     metrics = httpx.get(money_gateway.url + "/metrics").text
-    assert 'routegate_usage_anomalies_total{kind="over_reserved"' in metrics
+    assert 'routegate_usage_anomalies_total{kind="over_cap"' in metrics
 
 
 def test_a_stream_without_done_ends_with_an_error_event(money_gateway: Gateway) -> None:
