@@ -38,15 +38,48 @@ local function take_reservation(id, inc)
   return r
 end
 
+-- What a dead replica's request had run up (its lease renewals record it in the
+-- hold as p = {d = day, m = model, k = key, i = input, o = output, c = nano-USD})
+-- is billed when its hold expires, once: the id is marked settled, so a settle
+-- that arrives after all (a replica that was only cut off) is a duplicate.
+local TAG = string.match(KEYS[1], '^(.*):res:exp$')
+local function bill_progress(id, p)
+  local day = p.d
+  local d, m = TAG .. ':d:' .. day, TAG .. ':m:' .. string.sub(day, 1, 7)
+  local l, settled = TAG .. ':ledger:' .. day, TAG .. ':settled:' .. day
+  if redis.call('SISMEMBER', settled, id) == 1 then return end
+  local cost = string.format('%.0f', tonumber(p.c))
+  add(d, 'team', cost)
+  add(m, 'team', cost)
+  if p.k ~= '' then
+    add(d, 'k:' .. p.k, cost)
+    add(m, 'k:' .. p.k, cost)
+  end
+  add(l, p.m .. '|requests', '1')
+  add(l, p.m .. '|input_tokens', string.format('%.0f', tonumber(p.i)))
+  add(l, p.m .. '|output_tokens', string.format('%.0f', tonumber(p.o)))
+  add(l, p.m .. '|cost_nanousd', cost)
+  redis.call('SADD', settled, id)
+  for key, ttl in pairs({[d] = DAY_TTL_S, [m] = MONTH_TTL_S, [l] = LEDGER_TTL_S,
+                         [settled] = SETTLED_TTL_S}) do
+    if redis.call('TTL', key) < 0 then redis.call('EXPIRE', key, ttl) end
+  end
+end
+
 -- Reservations of replicas that died (or lost their connection) before
 -- settling expire here: every reserve and settle of the team first releases
--- those whose expiry has passed, by the Redis clock, so no replica's clock
--- matters. Bounded per call so one call never stalls Redis; a backlog drains
--- over the next calls.
+-- those whose lease has passed, by the Redis clock, so no replica's clock
+-- matters, and bills what their requests had run up. Bounded per call so one
+-- call never stalls Redis; a backlog drains over the next calls.
 local function purge_expired(now)
   local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 256)
   for _, id in ipairs(ids) do
-    if not take_reservation(id) then redis.call('ZREM', KEYS[1], id) end
+    local r = take_reservation(id)
+    if not r then
+      redis.call('ZREM', KEYS[1], id)
+    elseif type(r.p) == 'table' then
+      bill_progress(id, r.p)
+    end
   end
 end
 

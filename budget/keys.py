@@ -4,8 +4,9 @@ Every key of one team carries the hash tag ``{<prefix>:<team>}``, so on a
 Redis Cluster all of them live in one slot and one Lua script can touch them
 atomically. With T = ``{rg:search}``:
 
-    T:res:exp          ZSET  request id -> reservation expiry (ms, Redis clock)
-    T:res              HASH  request id -> {"a": nano, "t": tokens, "k": key id}
+    T:res:exp          ZSET  request id -> lease expiry (ms, Redis clock; renewed by its replica)
+    T:res              HASH  request id -> {"a": nano, "t": tokens, "k": key id, "p": what
+                             it has run up, as its replica's lease renewals last recorded}
     T:reserved         HASH  "team" | "k:<key>" -> outstanding reserved nano-USD
     T:d:2026-11-29     HASH  "team" | "k:<key>" -> spent nano-USD that day      (TTL 40 d)
     T:m:2026-11        HASH  "team" | "k:<key>" -> spent nano-USD that month    (TTL 400 d)
@@ -133,6 +134,11 @@ class KeySpace:
             self.month(team, w.month),
             f"{t}:rl:{w.minute}",
         ]
+
+    def hold_keys(self, team: str) -> list[str]:
+        """KEYS of renew.lua: the team's holds (common.lua's KEYS 1-3)."""
+        t = self.tag(team)
+        return [f"{t}:res:exp", f"{t}:res", self.reserved(team)]
 
     def reserve_keys(self, team: str, w: Windows) -> list[str]:
         """KEYS of reserve.lua, in its order (the caller must not change the list)."""

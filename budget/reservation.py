@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from budget.journal import JournalEntry
 from budget.keys import Windows
+
+Progress = tuple[str, int, int, int]
 
 
 @dataclass(slots=True)   # built per request: a frozen init costs a setattr per field
@@ -31,6 +34,10 @@ class Reservation:
     soft_limited: bool
     local: bool = False
     stable: bool = False   # request_id names work that may run again (a batch line)
+    # What the request has run up so far: (model, input tokens, output tokens,
+    # nano-USD), or None before anything was. Its lease renewals record it in the
+    # hold, which is billed that much if this replica dies before settling.
+    progress: Callable[[], Progress | None] | None = None
 
     def journal_entry(self, input_tokens: int, output_tokens: int, cost: int,
                       model: str | None = None) -> JournalEntry:

@@ -7,7 +7,7 @@
 --
 -- KEYS: 1 T:res:exp  2 T:res  3 T:reserved  4 T:d:<day>  5 T:m:<month>
 --       6 T:rl:<minute>  7 T:ovr  8 T:rl:<minute - 1>
--- ARGV: 1 reservation ttl (ms)  2 minute-bucket ttl (s)
+-- ARGV: 1 reservation ttl (ms; 0: a dry run, judged and not held)  2 minute-bucket ttl (s)
 --       3 weight of the previous minute's bucket (the share of the last 60 s
 --         that falls in it: 1 at the start of this minute, 0 at its end)
 --       4..9 team limits  dh ds mh ms rpm tpm  ('' = none)
@@ -169,6 +169,9 @@ if team.day then
   reply[5], reply[6] = team.day, team.month
   reply[7] = string.format('%.0f', team.reserved + team.held)
 end
+
+-- A dry run (ttl 0: a large body's check before it is read) judges and holds nothing.
+if ttl_ms == 0 then return reply end
 
 if #holds > 0 then
   redis.call('HSET', KEYS[2], unpack(holds))

@@ -147,7 +147,9 @@ class SettleReply:
 
 def _lua(name: str) -> str:
     package = resources.files("budget")
-    return (package / "common.lua").read_text() + "\n" + (package / name).read_text()
+    ttls = (f"local DAY_TTL_S, MONTH_TTL_S, LEDGER_TTL_S, SETTLED_TTL_S = {DAY_TTL_S}, "
+            f"{MONTH_TTL_S}, {LEDGER_TTL_S}, {SETTLED_TTL_S}\n")
+    return ttls + (package / "common.lua").read_text() + "\n" + (package / name).read_text()
 
 
 class BudgetScripts:
@@ -168,6 +170,7 @@ class BudgetScripts:
         self._stable_ttl_s = stable_id_ttl_s
         self._reserve = redis.register_script(_lua("reserve.lua"))
         self._settle = redis.register_script(_lua("settle.lua"))
+        self._renew = redis.register_script(_lua("renew.lua"))
         self._bounded = getattr(redis, "call_timeout_s", None) is not None
         self._batches: dict[tuple[Any, ...], _Batch] = {}
         self._running: set[asyncio.Task[None]] = set()
@@ -185,17 +188,20 @@ class BudgetScripts:
         key_limits: Limits | None,
         previous_weight: float,
         counted: bool = True,
+        dry_run: bool = False,
     ) -> asyncio.Future[ReserveReply]:
         """Reserve one request; the future has its reply, or the batch call's error.
+        ``dry_run``: judge it against every limit, and hold and count nothing.
         The batch is judged with its first request's ``previous_weight`` (they
         arrived in the same tick). ``counted``: False for the gateway's own work,
         held against budgets but neither counted nor checked against rpm and tpm."""
-        group = ("reserve", team, windows, team_limits)
+        group = ("reserve" if not dry_run else "peek", team, windows, team_limits)
         batch = self._batches.get(group)
         if batch is None or len(batch.futures) >= BATCH_MAX:
             batch = self._open(group, self._reserve, self._keys.reserve_keys(team, windows),
-                               [self._ttl_ms, MINUTE_TTL_S, f"{previous_weight:.4f}",
-                                *_limit_args(team_limits)], ReserveReply.parse_batch, 0.0)
+                               [0 if dry_run else self._ttl_ms, MINUTE_TTL_S,
+                                f"{previous_weight:.4f}", *_limit_args(team_limits)],
+                               ReserveReply.parse_batch, 0.0)
         batch.args += (request_id, amount, tokens, key_id or "", *_limit_args(key_limits),
                        "1" if counted else "0")
         return batch.join()
@@ -226,6 +232,16 @@ class BudgetScripts:
         batch.args += (request_id, key_id or "", model, input_tokens, output_tokens, cost,
                        1 if stable else 0, at_ms)
         return batch.join()
+
+    async def renew(self, team: str, holds: list[tuple[str, str]]) -> int:
+        """Renew the leases of ``holds`` (request id, progress JSON or ""), one team's;
+        returns how many were still held."""
+        call = self._renew(keys=self._keys.hold_keys(team),
+                           args=[self._ttl_ms, *(x for hold in holds for x in hold)])
+        if self._bounded:
+            return int(await call)
+        async with asyncio.timeout(CALL_TIMEOUT_S):
+            return int(await call)
 
     async def drain(self) -> None:
         """Wait for every batch, waiting or in flight, to be sent and answered (shutdown)."""

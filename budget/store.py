@@ -22,6 +22,8 @@ replays it later. When Redis is down, ``reserve`` follows
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import logging
 import time
 from dataclasses import replace
@@ -51,6 +53,9 @@ from core.budget_config import BudgetSettings, Limits
 from core.errors import GatewayError, ServiceUnavailable
 
 log = logging.getLogger(__name__)
+
+RENEW_EVERY_S = 1.0               # one call per team with requests in flight, at most
+_PRECHECKS = itertools.count()     # dry runs judged in one call must not share an id
 
 # The most one settle may bill: far above any real request (4.6 billion USD),
 # and far enough inside Redis's 64-bit counters that no sum of them overflows.
@@ -93,6 +98,10 @@ class BudgetStore(AdminCalls):
         self._last_ok = 0.0
         self._stopping = asyncio.Event()
         self._journaling: set[asyncio.Task[None]] = set()   # settles on their way to disk
+        # Holds in Redis not yet settled, per team: their leases are renewed while
+        # this replica lives (run_lease_renewer).
+        self._holds: dict[str, dict[str, Reservation]] = {}
+        self.lease_s = settings.reservation_ttl_s
 
     async def reserve(
         self,
@@ -129,8 +138,10 @@ class BudgetStore(AdminCalls):
                 if not reply.ok:
                     raise refusal(reply, team=team, key_id=key_id, windows=windows, now=now,
                                   amount=max_cost_nanousd, tokens=max_tokens)
-                return Reservation(request_id, team, key_id, model, max_cost_nanousd,
+                held = Reservation(request_id, team, key_id, model, max_cost_nanousd,
                                    max_tokens, windows, soft, stable=stable)
+                self._holds.setdefault(team, {})[request_id] = held
+                return held
         try:
             return replace(self._reserve_locally(
                 request_id, team, key_id, model, max_cost_nanousd, max_tokens, windows, team_limits
@@ -143,6 +154,29 @@ class BudgetStore(AdminCalls):
                                                  windows.day, windows.month, windows.minute,
                                                  0, 0, 0))
             raise
+
+    async def precheck(self, *, team: str, team_limits: Limits | None, key_id: str | None,
+                       key_limits: Limits | None, counted: bool = True) -> None:
+        """Refuse now what any reserve of this team would refuse (a hard limit reached,
+        its rpm used up), holding and counting nothing: for a large body, before it is
+        read and parsed. Redis out of reach: nothing is decided here (the reserve's
+        fail policy will be)."""
+        if self._suspect_down():
+            return
+        now = self._keys.clock()
+        windows = self._keys.windows(now)
+        try:
+            reply = await self._scripts.reserve(
+                request_id=f"precheck:{next(_PRECHECKS)}", team=team, windows=windows, amount=1, tokens=0,
+                key_id=key_id, team_limits=team_limits, key_limits=key_limits,
+                previous_weight=windows.previous_minute_weight(now), counted=counted,
+                dry_run=True)
+        except REDIS_UNAVAILABLE as exc:
+            self._mark_down("precheck", exc)
+            return
+        if not reply.ok:
+            raise refusal(reply, team=team, key_id=key_id, windows=windows, now=now, amount=1,
+                          tokens=0)
 
     async def _reserve_in_redis(self, request_id: str, team: str, windows: Windows, now: float,
                                 amount: int, tokens: int, key_id: str | None,
@@ -183,14 +217,13 @@ class BudgetStore(AdminCalls):
         nothing: what the upstream generated is billed all the same.
         """
         res = reservation
+        held = self._holds.get(res.team)
+        if held is not None and held.pop(res.request_id, None) is not None and not held:
+            del self._holds[res.team]
         if res.local:
             self._local.settle(res.team, res.amount, cost_nanousd)
-        if res.amount and cost_nanousd > res.amount:
-            # The gateway bills within the request's ceiling (gateway/money/ceiling.py),
-            # so this is a bug in the caller: the hard-limit guarantee rests on the
-            # reserved amount being a true worst case. Billed exactly all the same.
-            log.warning("budget: request %s cost %d nano-USD, above its reserved worst case %d",
-                        res.request_id, cost_nanousd, res.amount)
+        # A cost above the hold is an overdraft (the upstream counted more than the
+        # gateway reserved: gateway/money/ceiling.py): billed exactly all the same.
         if not 0 <= cost_nanousd <= MAX_SETTLE_NANOUSD:
             # Never an outage (a Redis refusal of the number): clamp, and say so.
             log.error("budget: request %s cost %d nano-USD is out of range; settling %d",
@@ -372,12 +405,51 @@ class BudgetStore(AdminCalls):
             except TimeoutError:
                 pass
 
+    async def renew_leases(self) -> int:
+        """Renew every hold of this replica's requests in flight, with what each has
+        run up so far; returns how many Redis still held. One call per team."""
+        renewed = 0
+        for team, holds in list(self._holds.items()):
+            args = [(rid, _progress_json(res)) for rid, res in list(holds.items())]
+            try:
+                renewed += await self._scripts.renew(team, args)
+            except REDIS_UNAVAILABLE as exc:
+                self._mark_down("renew", exc)
+                return renewed
+        return renewed
+
+    async def run_lease_renewer(self) -> None:
+        """Background task: renew the holds' leases, with their progress, every second
+        (or third of the lease, if shorter), so a replica that dies frees its holds
+        within a lease and is billed what its requests had run up a second before."""
+        interval = min(RENEW_EVERY_S, self.lease_s / 3)
+        while not self._stopping.is_set():
+            try:
+                await asyncio.wait_for(self._stopping.wait(), interval)
+            except TimeoutError:
+                pass
+            if self._holds and not self._suspect_down():
+                try:
+                    await self.renew_leases()
+                except Exception:      # keep renewing; never kill the task
+                    log.exception("budget: renewing leases failed")
+
     async def aclose(self) -> None:
         """Stop the reconciler; wait for every queued settle to reach Redis or the journal."""
         self._stopping.set()
         await self._scripts.drain()
         while self._journaling:
             await asyncio.gather(*self._journaling, return_exceptions=True)
+
+
+def _progress_json(res: Reservation) -> str:
+    """The hold's progress record for renew.lua ("" while there is none)."""
+    progress = res.progress() if res.progress is not None else None
+    if progress is None:
+        return ""
+    model, input_tokens, output_tokens, cost = progress
+    return json.dumps({"d": res.windows.day, "m": model, "k": res.key_id or "",
+                       "i": input_tokens, "o": output_tokens, "c": cost})
 
 
 def _finish(done: asyncio.Future[None]) -> None:

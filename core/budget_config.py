@@ -63,9 +63,13 @@ class BudgetSettings(Strict):
     enabled: bool = True
     timezone: str = "UTC"
     fail_policy: Literal["fail_closed", "fail_open"] = "fail_closed"
-    # A reservation left by a crashed replica is released after this long.
-    # Keep it above the longest request (a long stream) you serve.
-    reservation_ttl_s: int = Field(default=600, gt=0)
+    # A hold's lease: its replica renews it every third of this while the request
+    # runs, so a replica that dies frees its holds (and bills what its requests had
+    # run up, as last renewed) within this long.
+    reservation_ttl_s: int = Field(default=10, ge=1, le=3600)
+    # Start on a Redis whose maxmemory-policy may evict keys (budget/eviction.py):
+    # refused under fail_closed unless this is true; said at start-up either way.
+    allow_evicting_redis: bool = False
     # While Redis is unreachable under fail_open, each replica lets each team
     # spend at most this much (and this many requests a minute) from memory.
     fail_open_usd_per_replica: float = Field(default=1.0, ge=0, le=MAX_USD)
