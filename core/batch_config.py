@@ -4,7 +4,7 @@
       worker_in_serve: true     # false: run ``routegate worker`` separately
       concurrency: 8            # lines in flight per replica
       claim_idle_s: 30          # a line held this long by a silent worker is taken over
-      team_storage_bytes: 10737418240   # all of a team's stored files, uploads and outputs
+      team_storage_bytes: 1073741824    # all of a team's stored files, uploads and outputs
       file_expiry_s: 2592000    # files that name no expires_after; null or 0: never
       blob_store: auto          # where file bytes live: auto, local, redis or s3
       s3: {bucket: routegate-files, prefix: prod/, endpoint_url: http://minio:9000}
@@ -79,7 +79,7 @@ class BatchSettings(Strict):
     # Bytes of all of a team's stored files (uploads, outputs, and deleted files
     # a running batch still reads). An upload that would pass it is refused;
     # output files are always written (they are counted, never refused).
-    team_storage_bytes: int = Field(default=10 * 1024**3, ge=1024)
+    team_storage_bytes: int = Field(default=1024**3, ge=1024)
     # Lifetime of a file that names no ``expires_after`` (uploads) or
     # ``output_expires_after`` (a batch's output and error files). OpenAI's
     # default for batch files is 30 days; null or 0: kept until deleted.

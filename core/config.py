@@ -40,6 +40,7 @@ from core.load_metrics_config import LoadMetricsConfig
 from core.otel_config import OtelConfig
 from core.responses_config import ResponsesSettings
 from core.scheduler_config import DEFAULT_MAX_CONCURRENCY, SchedulerConfig
+from core.storage_config import StorageSettings
 from core.strict import Strict, check_http_url
 
 PoolName = Literal["interactive", "batch"]
@@ -132,6 +133,9 @@ class ModelConfig(Strict):
     # How far above its learned count an upstream's prompt_tokens may be reserved
     # and billed (gateway/money/prompt_meter.py): the fit times (1 + margin).
     prompt_margin: float = Field(default=0.25, ge=0, le=4)
+    # The name the upstream reads the output cap under (OpenAI's reasoning models take
+    # only max_completion_tokens); None: the client's own, one of the two if it sent both.
+    output_tokens_param: Literal["max_tokens", "max_completion_tokens"] | None = None
     timeouts: Timeouts = Timeouts()
     transport: TransportConfig = TransportConfig()
     simulate: SimulateConfig | None = None
@@ -295,11 +299,15 @@ class GatewayConfig(Strict):
     redis_url: str | None = None
     data_dir: str = ".routegate"
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    # JSON objects a body may hold (messages, content parts, tools): counted before it
+    # is parsed (gateway/pipeline/request.py), so a body of 200,000 blocks costs ms.
+    max_body_objects: int = Field(default=20_000, ge=100, le=10_000_000)
     metrics: MetricsConfig = MetricsConfig()
     logging: LoggingConfig = LoggingConfig()
     otel: OtelConfig = OtelConfig()           # optional traces (gateway/observe/otel.py)
     responses: ResponsesSettings = ResponsesSettings()   # stored /v1/responses (core/responses_config.py)
     learning: LearningSettings = LearningSettings()      # labels from traffic (core/learning_config.py)
+    storage: StorageSettings = StorageSettings()         # bulk data apart (core/storage_config.py)
 
     @model_validator(mode="after")
     def _cross_references(self) -> GatewayConfig:

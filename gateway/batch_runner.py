@@ -131,11 +131,13 @@ def _has_files(directory: Path) -> bool:
 
 
 def open_blob_store(gw: AppState, *, older_files: bool = False) -> tuple[str, BlobStore]:
-    """``batch.blob_store``: auto is redis, unless the Redis is the embedded one."""
+    """``batch.blob_store``: auto is redis (``storage.redis_url``'s, else the budget's),
+    unless the only Redis is the embedded one."""
     settings, replica = gw.config.batch, gw.replica_id
     kind = settings.blob_store
-    if kind == "auto":
-        kind = "local" if gw.redis is None or gw.redis.embedded is not None else "redis"
+    if kind == "auto":      # a Redis every replica reaches: the storage one, else the budget's
+        kind = "redis" if gw.storage is not None or (
+            gw.redis is not None and gw.redis.embedded is None) else "local"
     if kind == "s3":
         from batch.blob_s3 import S3BlobStore
 
@@ -147,7 +149,8 @@ def open_blob_store(gw: AppState, *, older_files: bool = False) -> tuple[str, Bl
     if kind == "redis" and gw.redis is not None:
         from batch.blob_redis import RedisBlobStore
 
-        store: BlobStore = RedisBlobStore(sync_redis(gw.redis.url, gw.redis.cluster),
+        bulk = gw.bulk
+        store: BlobStore = RedisBlobStore(sync_redis(bulk.url, bulk.cluster),
                                           settings.key_prefix,
                                           chunk_bytes=settings.blob_chunk_bytes, replica=replica)
         if settings.blob_store == "auto" and older_files:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from classifiers import commands as classifier_commands
@@ -128,7 +129,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
            else serving_app(config, args.config, checked))
     uvicorn.run(app, factory=args.workers > 1, host=args.host, port=args.port,
                 workers=args.workers, access_log=False, log_level="warning",
-                timeout_graceful_shutdown=10, **uvicorn_options(limits))
+                timeout_graceful_shutdown=10, **uvicorn_options(limits),
+                # The client's address is the TCP peer's: x-forwarded-for is believed only
+                # from the proxies named (the admin guard counts guesses per address).
+                proxy_headers=bool(args.trusted_proxies),
+                forwarded_allow_ips=args.trusted_proxies or None)
     return 0
 
 
@@ -138,7 +143,35 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         return 2
     print(f"{args.path}: ok ({len(config.models)} models, {len(config.teams)} teams, "
           f"auto policy {config.routing.auto_policy})")
+    for note in config_notes(config):
+        print(f"  warning: {note}")
     return 0
+
+
+def config_notes(config: GatewayConfig) -> list[str]:
+    """What a valid config may still get wrong at run time: a budget Redis that may
+    evict its counters (when a Redis URL is set and answers)."""
+    import asyncio
+
+    from budget.eviction import eviction_risk
+
+    notes = []
+    url = config.effective_redis_url
+    if url:
+        async def read() -> str | None:
+            from budget.redis_client import open_redis
+
+            handle = await open_redis(url, Path(config.data_dir))
+            try:
+                return await eviction_risk(handle.client)
+            finally:
+                await handle.close()
+        risk = asyncio.run(read())
+        if risk is not None:
+            refused = (config.budget.fail_policy == "fail_closed"
+                       and not config.budget.allow_evicting_redis)
+            notes.append(risk + ("; routegate serve refuses to start on it" if refused else ""))
+    return notes
 
 
 def cmd_hash_key(args: argparse.Namespace) -> int:
@@ -199,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "then 408. /ui/login gets 5 s at most")
     serve.add_argument("--upload-timeout", type=seconds, default=DEFAULT_UPLOAD_TIMEOUT_S,
                        help="the same for POST /v1/files uploads (up to batch.max_file_bytes)")
+    serve.add_argument("--trusted-proxies", default="",
+                       help="comma-separated addresses of proxies whose x-forwarded-for names "
+                       "the client (default: none; the TCP peer is the client)")
     serve.set_defaults(func=cmd_serve)
 
     check = sub.add_parser("check-config", help="validate a config file")

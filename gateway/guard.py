@@ -11,9 +11,11 @@ failures in a window on, that address gets 429 with ``retry-after`` until the
 window ends, whatever it sends: refusing only the wrong keys would still let
 a right guess in. A request with no key at all is not a guess and is not counted.
 
-The address is the TCP peer's. Behind a proxy every client shares the proxy's
-address, so one guesser locks out the rest until the window ends: the price of
-not trusting a spoofable ``x-forwarded-for``. If Redis fails, the key is
+The address is the TCP peer's: ``x-forwarded-for`` is believed only from the
+proxies ``serve --trusted-proxies`` names (uvicorn rewrites the peer then), so a
+client cannot rotate it to guess without limit. Behind a proxy not named there
+every client shares the proxy's address, and one guesser locks out the rest
+until the window ends. If Redis fails, the key is
 still checked but not counted (and a warning logged): an outage must not
 lock operators out of ``/metrics`` and the admin API when they need them most.
 """

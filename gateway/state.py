@@ -26,6 +26,7 @@ from backends.load_signals import start_pollers
 from backends.openai_compat import OpenAICompatBackend
 from backends.simulated import SimulatedBackend
 from budget import BudgetStore, RedisHandle, open_redis
+from budget.eviction import eviction_risk
 from classifiers.complexity import ComplexityModel
 from classifiers.length import counter_for
 from core.config import GatewayConfig, ModelConfig
@@ -123,6 +124,18 @@ async def start_classifiers(config: GatewayConfig, checked: Classifiers
     return classifier, await asyncio.to_thread(load_team_classifiers, config, checked)
 
 
+async def refuse_evicting_redis(config: GatewayConfig, redis: RedisHandle) -> str | None:
+    """The budget Redis's eviction risk (``budget/eviction.py``), or None; under
+    ``fail_closed``, starting on it is refused unless the operator allowed it."""
+    risk = await eviction_risk(redis.client)
+    if (risk is not None and config.budget.fail_policy == "fail_closed"
+            and not config.budget.allow_evicting_redis):
+        await redis.close()
+        logger.error("refusing to start: %s", risk)
+        raise RuntimeError(f"refusing to start: {risk}")
+    return risk
+
+
 @dataclass
 class AppState:
     config: GatewayConfig
@@ -146,6 +159,9 @@ class AppState:
     labels: Recorder | None = None     # labels from the traffic (labelling/), None: learning.labels off
     shadows: Shadows = None  # type: ignore[assignment]  # set in __post_init__ (teams[].shadow)
     history: History | None = None     # per-minute figures for /ui (metrics.history_minutes)
+    # Bulk data's own Redis (storage.redis_url): stored responses, batch file bytes.
+    storage: RedisHandle | None = None
+    eviction_risk: str | None = None   # the budget Redis may evict keys (budget/eviction.py)
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -169,16 +185,20 @@ class AppState:
         await asyncio.to_thread(lambda: [counter_for(enc) for enc in router.encodings])
         data_dir = Path(config.data_dir)
         redis = await open_redis(config.effective_redis_url, data_dir)
+        risk = await refuse_evicting_redis(config, redis)
         schedulers = build_schedulers(config, {name: b.stats for name, b in backends.items()})
         state = cls(config=config, keyring=KeyRing.from_config(config), breakers=breakers,
                     schedulers=schedulers,
                     backends=backends, router=router, telemetry=Telemetry.start(config),
                     classifier=classifier, team_classifiers=team_classifiers,
                     redis=redis, config_path=config_path,
-                    tracer=tracer)
+                    tracer=tracer, eviction_risk=risk)
+        if config.storage.effective_redis_url:
+            state.storage = await open_redis(config.storage.effective_redis_url, data_dir)
         state.budget = BudgetStore(redis.client, config.budget, replica_id=state.replica_id,
                                    data_dir=data_dir, scripts_client=redis.scripts)
         state.spawn(state.budget.run_reconciler())
+        state.spawn(state.budget.run_lease_renewer())
         state._start_fleet(redis)
         if config.learning.labels:
             state.labels = Recorder(LabelStore(redis.client, config.budget.key_prefix,
@@ -221,6 +241,13 @@ class AppState:
                                    self.replica_id, metrics, self, keep)
             self.spawn(self.history.run())
 
+    @property
+    def bulk(self) -> RedisHandle:
+        """Where bulk data lives: ``storage.redis_url``'s Redis, else the budget's."""
+        handle = self.storage or self.redis
+        assert handle is not None
+        return handle
+
     def spawn(self, coro: Any) -> None:
         """A background task that lives as long as the app."""
         self._tasks.append(asyncio.create_task(coro))
@@ -243,6 +270,8 @@ class AppState:
             await backend.aclose()
         self.telemetry.close()
         await self.tracer.aclose()
+        if self.storage is not None:
+            await self.storage.close()
         if self.redis is not None:
             await self.redis.close()
 

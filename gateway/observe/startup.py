@@ -65,15 +65,21 @@ def startup_block(gw: AppState, listen: str | None) -> tuple[list[str], list[str
         f"redis: {_redis(gw)}; key prefixes {config.budget.key_prefix} (budgets), "
         f"{config.batch.key_prefix} (batch)",
         f"batch: file bytes in {blobs}",
+        "bulk data (stored responses, batch file bytes in Redis): " + (
+            _redacted(config.storage.effective_redis_url or "") if gw.storage is not None
+            else "the budget's Redis, within per-team quotas (storage.redis_url keeps them "
+                 "apart)"),
         f"labels: {'on' if gw.labels is not None else 'off'}; feedback for "
         f"{[t.name for t in teams if t.feedback] or 'no team'}; shadows for "
         f"{[t.name for t in teams if t.shadow] or 'no team'}",
         "/ui history: " + (f"the last {config.metrics.history_minutes} minutes per minute in "
                            "Redis" if gw.history is not None else "off"),
     ]
-    return info, warnings(gw.config, shared_redis=gw.redis is not None
-                          and gw.redis.embedded is None,
-                          local_blobs=gw.batch is not None and gw.batch.probe is not None)
+    warned = warnings(gw.config, shared_redis=gw.redis is not None and gw.redis.embedded is None,
+                      local_blobs=gw.batch is not None and gw.batch.probe is not None)
+    if gw.eviction_risk is not None:
+        warned.insert(0, gw.eviction_risk)
+    return info, warned
 
 
 def warnings(config: GatewayConfig, *, shared_redis: bool, local_blobs: bool) -> list[str]:

@@ -56,6 +56,8 @@ def upstream_payload(req: ModelRequest, model: ModelConfig, check: AnswerCheck |
     and logprobs when the answer's confidence is checked."""
     payload = dict(req.body)
     payload["model"] = model.wire_model
+    if model.output_tokens_param is not None or "max_completion_tokens" in payload:
+        _one_output_cap(payload, model.output_tokens_param)
     if req.stream:
         # Always ask for usage, so every stream is billed exactly; the relay
         # drops the usage chunk again when the client did not ask for it.
@@ -64,6 +66,17 @@ def upstream_payload(req: ModelRequest, model: ModelConfig, check: AnswerCheck |
     if check is not None and check.added_logprobs:
         payload["logprobs"] = True
     return payload
+
+
+def _one_output_cap(payload: dict[str, Any], param: str | None) -> None:
+    """One output cap goes upstream, under the name it reads (OpenAI refuses both at
+    once; vLLM, SGLang and llama.cpp read max_completion_tokens first): its value is
+    max_completion_tokens' when the client sent it, as those servers would read it."""
+    completion = payload.pop("max_completion_tokens", None)
+    plain = payload.pop("max_tokens", None)
+    value = completion if completion is not None else plain
+    if value is not None:
+        payload[param or ("max_completion_tokens" if completion is not None else "max_tokens")] = value
 
 
 async def call_with_fallback(

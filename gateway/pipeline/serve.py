@@ -43,7 +43,7 @@ from gateway.pipeline.ladder import LOW_CONFIDENCE
 from gateway.pipeline.outcome import Outcome
 from gateway.pipeline.pools import request_pool
 from gateway.pipeline.relay import StreamRelay
-from gateway.pipeline.request import ModelRequest
+from gateway.pipeline.request import ModelRequest, check_shape
 from gateway.protocols.base import Door
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ logger = logging.getLogger("routegate.pipeline")
 T = TypeVar("T")
 INTERNAL = GatewayError("The gateway hit an internal error while serving this request.")
 TOO_DEEP = InvalidRequest("The request body is nested too deeply.", code="nesting_too_deep")
+PRECHECK_BYTES = 256 * 1024     # bodies above this are judged against the budget unread
 
 
 class ClientGone(Exception):
@@ -86,13 +87,20 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
                 endpoint=door.name)
     started = time.perf_counter()
     attempts, bill = Attempts(), Bill(gw.tariff)
+    bill.attempts = attempts
     span = gw.tracer.start_request(headers)     # NO_SPAN unless otel.endpoint is set
     req: ModelRequest | None = None
     try:
         caller = caller or gw.keyring.authenticate(headers)
         o.team, o.key = caller.team.name, caller.key_id
         o.pool = pool or request_pool(caller, headers)
-        req = await door.parse(await read_body(), headers, caller)
+        await _admit_body(gw, caller, headers.get("content-length"), own)
+        raw = await read_body()
+        if not own and len(raw) > PRECHECK_BYTES and "content-length" not in headers:
+            await _admit_body(gw, caller, str(len(raw)), own)      # sent chunked
+        check_shape(raw, gw.config.max_body_objects)
+        req = await door.parse(raw, headers, caller)
+        req.size = len(raw)
         o.stream, o.trace_id = req.stream, span.trace_id or req.trace.trace_id
         o.prompt = req.messages if gw.config.logging.prompts else None
         work = _serve(gw, door, out, o, caller, req, attempts, bill, span,
@@ -121,6 +129,17 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         if caller is not None and not own:
             learn_from(gw, o, req, attempts, caller, bill)
     return o
+
+
+async def _admit_body(gw: AppState, caller: Caller, length: str | None, own: bool) -> None:
+    """A large body is judged against the team's hard limits and rates before it is
+    read and parsed (one dry-run budget call): a team past its limit costs a few
+    ms, whatever it sends. A small one is cheaper to parse than to ask about."""
+    if (own or not gw.config.budget.enabled or length is None or not length.isdigit()
+            or int(length) <= PRECHECK_BYTES):
+        return
+    await gw.budget.precheck(team=caller.team.name, team_limits=caller.team.budget,
+                             key_id=caller.key_id, key_limits=caller.key.budget)
 
 
 async def _tracked(gw: AppState, o: Outcome, work: Coroutine[Any, Any, None]) -> None:
@@ -167,6 +186,7 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
     o.confidence, o.slo = decision.confidence, decision.slo
     bill.rate = pool_rate(gw.config, o.pool)
     bill.demand = features.demand
+    bill.demand.team = caller.team.name
     bill.ceilings = ladder_ceilings(gw, decision, features.demand, bill.rate)
     check = AnswerCheck.for_request(gw.config.escalation, req)
     stage = span.child("reserve")
@@ -174,8 +194,10 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
                                             bill.ceilings, every_attempt_bills=check is not None,
                                             stable=stable, counted=not own)
     stage.end()
-    if bill.reservation is not None and bill.reservation.soft_limited:
-        o.budget = "soft-limit"
+    if bill.reservation is not None:
+        bill.reservation.progress = bill.progress      # what its lease renewals record
+        if bill.reservation.soft_limited:
+            o.budget = "soft-limit"
     if decision.reason == LOW_CONFIDENCE:
         attempts.escalations.append(LOW_CONFIDENCE)
     result = await out.until_gone(call_with_fallback(gw, req, decision, features, o.request_id,
@@ -201,10 +223,11 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
 async def _relay(door: Door, out: Responder, o: Outcome, req: ModelRequest,
                  result: ChunkStream, bill: Bill, features: RequestFeatures, model: ModelConfig,
                  headers: dict[str, str], keep: list[SSEEvent] | None = None) -> None:
-    relay = StreamRelay(result, include_usage=req.include_usage,
+    bill.relay = relay = StreamRelay(result, include_usage=req.include_usage,
                         max_events=features.demand.stream_event_cap(model),
                         ceiling=bill.ceiling(model), ours=features.demand.ours(model),
-                        translator=door.translator(req), keep=keep)
+                        translator=door.translator(req, features.demand.ours(model)),
+                        keep=keep)
     try:
         sent_all = await out.send_stream(relay.events(), headers)
     finally:
@@ -212,6 +235,7 @@ async def _relay(door: Door, out: Responder, o: Outcome, req: ModelRequest,
         # before it ever started, nobody else would (closing twice is a no-op).
         await result.aclose()
         bill.reported, bill.relayed_chunks = result.usage, relay.chunks
+        bill.relayed_text, bill.usage_sent = relay.text, relay.usage_seen
         o.ttft_s, o.tpot_s = result.ttft_s or None, result.tpot_s
         if keep:
             bill.streamed = streamed_answer(keep)

@@ -37,4 +37,4 @@ def build_doors(state: AppState) -> dict[str, Door]:
     assert state.redis is not None
     return {CHAT_PATH: CHAT_DOOR, COMPLETIONS_PATH: COMPLETIONS_DOOR,
             EMBEDDINGS_PATH: EMBEDDINGS_DOOR, MESSAGES_PATH: MESSAGES_DOOR,
-            RESPONSES_PATH: ResponsesDoor(ResponseStore(state.redis.client, state.config))}
+            RESPONSES_PATH: ResponsesDoor(ResponseStore(state.bulk.client, state.config))}

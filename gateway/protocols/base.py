@@ -61,7 +61,10 @@ class Door(Protocol):
         from what the upstream reported (the client must see the billed figures)."""
         ...
 
-    def translator(self, req: ModelRequest) -> StreamTranslator | None: ...
+    def translator(self, req: ModelRequest, prompt_tokens: int = 0) -> StreamTranslator | None:
+        """None: relay OpenAI's chunks as they are. ``prompt_tokens``: our count of the
+        prompt, for a door whose stream announces it before the upstream's usage comes."""
+        ...
 
     def error(self, exc: GatewayError) -> tuple[int, bytes]:
         """(HTTP status, body) of a failure, in this door's error shape."""

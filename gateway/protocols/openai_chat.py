@@ -23,6 +23,7 @@ from gateway.pipeline.request import (
     ModelRequest,
     load_object,
     model_and_quality,
+    off_loop,
     positive_int,
     typed,
 )
@@ -60,7 +61,10 @@ def chat_request(body: dict[str, Any], headers: Mapping[str, str]) -> ModelReque
     options = typed(body, "stream_options", dict, "an object") or {}
     tools = typed(body, "tools", list, "an array")
     response_format = typed(body, "response_format", dict, "an object")
-    max_tokens = positive_int(body, "max_completion_tokens") or positive_int(body, "max_tokens")
+    # Both caps may come: one goes upstream (gateway/pipeline/dispatch.py), the larger is
+    # reserved and bills, so an upstream that read the other can never bill past it.
+    caps = [positive_int(body, "max_completion_tokens"), positive_int(body, "max_tokens")]
+    max_tokens = max((c for c in caps if c is not None), default=None)
     choices = positive_int(body, "n", MAX_CHOICES) or 1
     check_structured_fields(body)
     return ModelRequest(
@@ -81,14 +85,14 @@ class ChatDoor:
 
     async def parse(self, raw: bytes, headers: Mapping[str, str], caller: Caller
                     ) -> ModelRequest:
-        return parse_chat(raw, headers)
+        return await off_loop(raw, parse_chat, raw, headers)
 
     async def render(self, req: ModelRequest, completion: Completion, usage: Usage,
                      corrected: bool) -> bytes:
         # The client sees what it is billed, never an upstream's refused figures.
         return with_usage(completion.data, usage) if corrected else completion.body
 
-    def translator(self, req: ModelRequest) -> StreamTranslator | None:
+    def translator(self, req: ModelRequest, prompt_tokens: int = 0) -> StreamTranslator | None:
         return None
 
     def error(self, exc: GatewayError) -> tuple[int, bytes]:

@@ -23,6 +23,7 @@ from gateway.pipeline.request import (
     ModelRequest,
     load_object,
     model_and_quality,
+    off_loop,
     positive_int,
     typed,
 )
@@ -90,7 +91,7 @@ class CompletionsDoor(ChatDoor):
 
     async def parse(self, raw: bytes, headers: Mapping[str, str], caller: Caller
                     ) -> ModelRequest:
-        return parse_completion(raw, headers)
+        return await off_loop(raw, parse_completion, raw, headers)
 
 
 COMPLETIONS_DOOR = CompletionsDoor()

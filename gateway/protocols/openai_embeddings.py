@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from core.errors import InvalidRequest
 from gateway.observe.tracing import TraceContext
-from gateway.pipeline.request import EMBEDDING, ModelRequest, load_object, positive_int
+from gateway.pipeline.request import EMBEDDING, ModelRequest, load_object, off_loop, positive_int
 from gateway.protocols.openai_chat import ChatDoor
 from gateway.protocols.openai_completions import prompts_of
 
@@ -54,7 +54,7 @@ class EmbeddingsDoor(ChatDoor):
 
     async def parse(self, raw: bytes, headers: Mapping[str, str], caller: Caller
                     ) -> ModelRequest:
-        return parse_embedding(raw, headers)
+        return await off_loop(raw, parse_embedding, raw, headers)
 
 
 EMBEDDINGS_DOOR = EmbeddingsDoor()

@@ -25,7 +25,7 @@ import orjson
 
 from core.errors import GatewayError
 from core.types import Usage
-from gateway.pipeline.request import ModelRequest, load_object
+from gateway.pipeline.request import ModelRequest, load_object, off_loop
 from gateway.protocols.anthropic_messages.errors import render_error
 from gateway.protocols.anthropic_messages.parse import MessagesWire, messages_request
 from gateway.protocols.anthropic_messages.render import new_id, to_message
@@ -34,6 +34,10 @@ from gateway.protocols.anthropic_messages.stream import MessagesStream
 if TYPE_CHECKING:
     from backends.base import Completion
     from gateway.auth import Caller
+
+
+def parse_messages(raw: bytes, headers: Mapping[str, str]) -> ModelRequest:
+    return messages_request(load_object(raw), headers)
 
 
 def _wire(req: ModelRequest) -> MessagesWire:
@@ -47,7 +51,7 @@ class MessagesDoor:
 
     async def parse(self, raw: bytes, headers: Mapping[str, str], caller: Caller
                     ) -> ModelRequest:
-        return messages_request(load_object(raw), headers)
+        return await off_loop(raw, parse_messages, raw, headers)
 
     async def render(self, req: ModelRequest, completion: Completion, usage: Usage,
                      corrected: bool) -> bytes:
@@ -55,8 +59,8 @@ class MessagesDoor:
         # upstream body to pass through when the figures were not corrected.
         return orjson.dumps(to_message(completion.data, usage, _wire(req), new_id("msg")))
 
-    def translator(self, req: ModelRequest) -> MessagesStream:
-        return MessagesStream(_wire(req))
+    def translator(self, req: ModelRequest, prompt_tokens: int = 0) -> MessagesStream:
+        return MessagesStream(_wire(req), prompt_tokens=prompt_tokens)
 
     def error(self, exc: GatewayError) -> tuple[int, bytes]:
         return render_error(exc)

@@ -5,15 +5,16 @@
     await stream.finish(billed_usage)      # -> content_block_stop, message_delta, message_stop
     stream.fail(exc)                       # -> [b"event: error\\ndata: {...}\\n\\n"]
 
-The events, in Anthropic's order: ``message_start`` (empty content, usage 0)
-with the first chunk; then per content block a ``content_block_start`` (the
+The events, in Anthropic's order: ``message_start`` (empty content, the
+prompt's input tokens as the gateway counts them, as Anthropic sends its
+count there) with the first chunk; then per content block a ``content_block_start`` (the
 first followed by a ``ping``, as Anthropic sends it), its
 ``content_block_delta`` events (``text_delta`` for text, ``input_json_delta``
 with the argument pieces for a tool call) and a ``content_block_stop``; then
 ``message_delta`` (stop_reason, stop_sequence and the billed usage) and
 ``message_stop``. The billed ``input_tokens`` go in ``message_delta`` as
-well: only then are they known, and the SDK's accumulator takes them from
-there. A stream that breaks ends in an ``error``
+well: the upstream's own count is known only then, and the SDK's
+accumulator takes them from there. A stream that breaks ends in an ``error``
 event, which the SDK raises. Pure: no I/O, no clock.
 """
 
@@ -46,8 +47,10 @@ def sse(event: str, payload: dict[str, Any]) -> bytes:
 class MessagesStream:
     """The translator for one streamed request (``gateway.protocols.base.StreamTranslator``)."""
 
-    def __init__(self, wire: MessagesWire, message_id: str | None = None) -> None:
+    def __init__(self, wire: MessagesWire, message_id: str | None = None, *,
+                 prompt_tokens: int = 0) -> None:
         self.wire = wire
+        self.prompt_tokens = prompt_tokens    # our count, until the upstream's usage comes
         self.message_id = message_id or new_id("msg")
         self.started = False
         self.blocks = 0                  # content blocks started
@@ -102,7 +105,7 @@ class MessagesStream:
         message: dict[str, Any] = {
             "id": self.message_id, "type": "message", "role": "assistant", "model": name,
             "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": usage_block(Usage())}
+            "usage": usage_block(Usage(self.prompt_tokens, 0))}
         return [sse("message_start", {"type": "message_start", "message": message})]
 
     def _open(self, kind: str, block: dict[str, Any]) -> list[bytes]:

@@ -25,7 +25,7 @@ import orjson
 
 from core.errors import GatewayError, NotFound
 from core.types import Usage
-from gateway.pipeline.request import ModelRequest, load_object, typed
+from gateway.pipeline.request import ModelRequest, load_object, off_loop, typed
 from gateway.protocols.openai_chat import chat_request
 from gateway.protocols.openai_responses.parse import ResponsesWire, check_parameters, translate
 from gateway.protocols.openai_responses.render import assistant_message, completed_response
@@ -49,6 +49,15 @@ def not_found(response_id: str, *, previous: bool = False) -> NotFound:
     return NotFound(f"Response with id '{response_id}' not found.")
 
 
+def _request(body: dict[str, Any], history: list[dict[str, Any]], headers: Mapping[str, str]
+             ) -> ModelRequest:
+    chat, wire = translate(body, history, response_id=new_response_id(),
+                           created_at=int(time.time()))
+    req = chat_request(chat, headers)
+    req.wire = wire
+    return req
+
+
 class ResponsesDoor:
     name = "responses"
 
@@ -66,14 +75,13 @@ class ResponsesDoor:
 
     async def parse(self, raw: bytes, headers: Mapping[str, str], caller: Caller
                     ) -> ModelRequest:
-        body = load_object(raw)
+        body = await off_loop(raw, load_object, raw)
         check_parameters(body)             # a cheap refusal before any Redis read
         history = await self._history(body, caller.team.name)
-        chat, wire = translate(body, history, response_id=new_response_id(),
-                               created_at=int(time.time()))
-        wire.team = caller.team.name
-        req = chat_request(chat, headers)
-        req.wire = wire
+        req = await off_loop(raw, _request, body, history, headers)
+        req.wire.team = caller.team.name
+        if req.wire.store:
+            self.store.check_room(req.wire.team)     # a full quota: refused before it runs
         return req
 
     async def _save(self, wire: ResponsesWire, response: dict[str, Any]) -> None:
@@ -88,7 +96,7 @@ class ResponsesDoor:
         await self._save(req.wire, response)
         return orjson.dumps(response)
 
-    def translator(self, req: ModelRequest) -> ResponsesStream:
+    def translator(self, req: ModelRequest, prompt_tokens: int = 0) -> ResponsesStream:
         wire: ResponsesWire = req.wire
 
         async def save(response: dict[str, Any]) -> None:

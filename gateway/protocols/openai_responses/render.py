@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from classifiers.length import message_text
 from core.types import Usage
 from gateway.protocols.openai_responses.parse import ResponsesWire
 
@@ -57,11 +58,12 @@ def output_items(wire: ResponsesWire, message: dict[str, Any], finish: Any
                  ) -> list[dict[str, Any]]:
     """The output items of one chat message: its text (if any), then its tool calls."""
     item_status = "incomplete" if status_of(finish)[0] == "incomplete" else "completed"
-    text = message.get("content") or message.get("refusal")
+    # Content given as an array of parts (some upstreams answer so) is its parts' text.
+    text = message_text(message.get("content")) or message_text(message.get("refusal"))
     calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
     items: list[dict[str, Any]] = []
     if text or not calls:
-        items.append(message_item(wire, 0, text if isinstance(text, str) else "", item_status))
+        items.append(message_item(wire, 0, text, item_status))
     for call in calls:
         function = as_object(call.get("function"))
         items.append(call_item(wire, len(items), str(call.get("id") or item_id(wire, "call", len(items))),

@@ -1,21 +1,32 @@
-"""Stored responses: one Redis key per response, under its team's hash tag, with a TTL.
+"""Stored responses: one Redis key per response, under its team's hash tag, with a TTL,
+within the team's quota.
 
     store = ResponseStore(redis, config)
-    await store.save("search", response, conversation)   # True, or False: too big / Redis failed
+    await store.save("search", response, conversation)   # True, or False: too big / full / failed
+    store.check_room("search")                           # raises QuotaExceeded when known full
     await store.load("search", "resp_…")                 # {"response": {...}, "messages": [...]}
     await store.delete("search", "resp_…")               # True if it was there
 
 With T = ``{<budget.key_prefix>:<team>}`` (the budget's own tag, so a team's
-keys share one Cluster slot):
+keys share one Cluster slot), in ``storage.redis_url`` when it is set:
 
-    T:resp:<id>   STRING  {"response": <the response object>,
-                           "messages": <the conversation as chat messages, this answer last>}
-                  (TTL responses.store_ttl_s)
+    T:resp:<id>     STRING  {"response": <the response object>,
+                             "messages": <the conversation as chat messages, this answer last>}
+                    (TTL responses.store_ttl_s)
+    T:resp:index    ZSET    id -> expiry (ms): what the quota counts
+    T:resp:sizes    HASH    id -> bytes
+    T:resp:usage    HASH    "bytes", "count": the team's stored responses together
 
 The team is part of the key, so another team's id is simply not found: no
 ownership check can be forgotten. Each record holds the whole conversation,
 so continuing it (``previous_response_id``) is one GET whatever the chain's
-length. A record over ``responses.max_stored_bytes`` is not stored.
+length. A record over ``responses.max_stored_bytes`` is not stored. A save
+that would pass the team's quota (``max_team_bytes``, ``max_team_count``) is
+refused by the save script itself, atomically, and the team is then known
+full on this replica: ``check_room`` refuses its ``store: true`` requests
+before they run (looking again at most every ``RECHECK_S``), so none is
+generated and billed only to be dropped. Expired records leave the counts
+as the next save or delete of the team sweeps them.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from typing import Any
 
 import orjson
@@ -30,27 +42,97 @@ from redis.exceptions import RedisError
 
 from budget.keys import KeySpace
 from core.config import GatewayConfig
-from core.errors import ServiceUnavailable
+from core.errors import QuotaExceeded, ServiceUnavailable
 
 log = logging.getLogger("routegate.responses")
 CALL_TIMEOUT_S = 2.0
+RECHECK_S = 5.0          # a team known full is looked at again after this long
 # Ids are ours ("resp_" and hex); anything else cannot name a stored response.
 _ID = re.compile(r"^resp_[A-Za-z0-9]{1,96}$")
+
+_SWEEP = """
+local function sweep(now)
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 256)
+  for _, id in ipairs(gone) do
+    local size = tonumber(redis.call('HGET', KEYS[3], id) or '0')
+    redis.call('HDEL', KEYS[3], id)
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('HINCRBY', KEYS[4], 'bytes', -size)
+    redis.call('HINCRBY', KEYS[4], 'count', -1)
+  end
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+sweep(now)
+"""
+# KEYS: record, index, sizes, usage. ARGV: record, ttl ms, max bytes, max count, id.
+# Reply: {1 stored | 0 refused, bytes, count} (the team's usage after).
+_SAVE = _SWEEP + """
+local size, ttl = string.len(ARGV[1]), tonumber(ARGV[2])
+local bytes = tonumber(redis.call('HGET', KEYS[4], 'bytes') or '0')
+local count = tonumber(redis.call('HGET', KEYS[4], 'count') or '0')
+if bytes + size > tonumber(ARGV[3]) or count + 1 > tonumber(ARGV[4]) then
+  return {0, bytes, count}
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+redis.call('ZADD', KEYS[2], now + ttl, ARGV[5])
+redis.call('HSET', KEYS[3], ARGV[5], size)
+redis.call('HINCRBY', KEYS[4], 'bytes', size)
+redis.call('HINCRBY', KEYS[4], 'count', 1)
+for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], ttl + 60000) end
+return {1, bytes + size, count + 1}
+"""
+# KEYS: record, index, sizes, usage. ARGV: id. Reply: 1 if it was there.
+_DELETE = _SWEEP + """
+local found = redis.call('DEL', KEYS[1])
+if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
+  local size = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0')
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  redis.call('HINCRBY', KEYS[4], 'bytes', -size)
+  redis.call('HINCRBY', KEYS[4], 'count', -1)
+end
+return found
+"""
 
 
 class ResponseStore:
     def __init__(self, redis: Any, config: GatewayConfig) -> None:
         self._redis = redis
         self._keys = KeySpace(config.budget.key_prefix, config.budget.timezone)
-        self.ttl_s = config.responses.store_ttl_s
-        self.max_bytes = config.responses.max_stored_bytes
+        settings = config.responses
+        self.ttl_s = settings.store_ttl_s
+        self.max_bytes = settings.max_stored_bytes
+        self.team_bytes, self.team_count = settings.max_team_bytes, settings.max_team_count
+        self._save_script = redis.register_script(_SAVE)
+        self._delete_script = redis.register_script(_DELETE)
+        self._full: dict[str, float] = {}     # team -> when it was found full (monotonic)
 
     def key(self, team: str, response_id: str) -> str:
         return f"{self._keys.tag(team)}:resp:{response_id}"
 
+    def _keys_of(self, team: str, response_id: str) -> list[str]:
+        tag = self._keys.tag(team)
+        return [self.key(team, response_id), f"{tag}:resp:index", f"{tag}:resp:sizes",
+                f"{tag}:resp:usage"]
+
+    def check_room(self, team: str) -> None:
+        """Refuse a ``store: true`` request of a team known full (no round trip)."""
+        since = self._full.get(team)
+        if since is None:
+            return
+        if time.monotonic() - since > RECHECK_S:
+            del self._full[team]     # let one through: its save says whether there is room
+            return
+        raise QuotaExceeded(
+            f"Team '{team}' has used its stored-responses quota ({self.team_bytes} bytes or "
+            f"{self.team_count} responses): delete stored responses, send \"store\": false, "
+            "or ask an admin to raise responses.max_team_bytes / max_team_count.",
+            code="stored_responses_quota", headers={"x-should-retry": "false"})
+
     async def save(self, team: str, response: dict[str, Any],
                    messages: list[dict[str, Any]]) -> bool:
-        """Store a response; False (and a log line) when it is too big or Redis failed.
+        """Store a response; False (and a log line) when it is too big, the team's
+        quota is full, or Redis failed.
 
         The answer was generated and billed either way: the client still gets
         it, saying ``"store": false``, rather than an error."""
@@ -61,11 +143,20 @@ class ResponseStore:
             return False
         try:
             async with asyncio.timeout(CALL_TIMEOUT_S):
-                await self._redis.set(self.key(team, response["id"]), record, ex=self.ttl_s)
+                stored, used, count = await self._save_script(
+                    keys=self._keys_of(team, response["id"]),
+                    args=[record, self.ttl_s * 1000, self.team_bytes, self.team_count,
+                          response["id"]])
         except (RedisError, OSError, TimeoutError) as exc:
             log.warning("response %s not stored (%r)", response["id"], exc)
             return False
-        return True
+        if not stored:
+            self._full[team] = time.monotonic()
+            log.warning("response %s not stored: team %s is at its quota (%s bytes, %s "
+                        "responses)", response["id"], team, used, count)
+        else:
+            self._full.pop(team, None)
+        return bool(stored)
 
     async def load(self, team: str, response_id: str) -> dict[str, Any] | None:
         """The stored record, or None; ServiceUnavailable when Redis cannot say."""
@@ -85,7 +176,11 @@ class ResponseStore:
             return False
         try:
             async with asyncio.timeout(CALL_TIMEOUT_S):
-                return bool(await self._redis.delete(self.key(team, response_id)))
+                found = await self._delete_script(keys=self._keys_of(team, response_id),
+                                                  args=[response_id])
         except (RedisError, OSError, TimeoutError) as exc:
             log.warning("cannot delete stored response %s (%r)", response_id, exc)
             raise ServiceUnavailable("Stored responses are unavailable right now; retry.") from None
+        if found:
+            self._full.pop(team, None)
+        return bool(found)
