@@ -103,6 +103,8 @@ def draft_answer(payload: dict[str, Any], n_tokens: int, *, correct: bool, inval
                                 "function": {"name": call["name"], "arguments": ""}}]}
         tail = [{"tool_calls": [{"index": 0, "function": {"arguments": part}}]}
                 for part in _chunks(call["arguments"], CHARS_PER_JSON_TOKEN)]
+        if limit and 1 + len(tail) > int(limit):      # a server stops at max_tokens
+            return Draft([head, *tail[: int(limit) - 1]], "length")
         return Draft([head, *tail], "tool_calls")
     text = _json_text(payload, correct)
     if text is not None:

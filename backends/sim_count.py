@@ -41,7 +41,8 @@ REMOTE_IMAGE_TOKENS = 85 + 170     # one 512-px tile: what a fetched 512 x 512 i
 
 
 @lru_cache(maxsize=1)
-def _encoding() -> Any:
+def encoding() -> Any:
+    """The tokenizer, loaded once (about half a second: servers load it at start-up)."""
     import tiktoken
 
     return tiktoken.get_encoding("o200k_base")
@@ -56,7 +57,7 @@ def _tokens(text: str) -> int:
     specials = text.count(START) + text.count(END)
     if specials:
         text = text.replace(START, "").replace(END, "")
-    return specials + len(_encoding().encode(text, disallowed_special=()))
+    return specials + len(encoding().encode(text, disallowed_special=()))
 
 
 def _ts_type(schema: Any, indent: str) -> str:

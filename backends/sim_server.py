@@ -19,6 +19,7 @@ The ``model`` field picks a behaviour, so a fault test is one line:
     huge-usage           reports 10,000,000 completion tokens
     huge-prompt          reports 10,000,000 prompt tokens
     overflow-usage       reports 2**70 prompt and completion tokens (past 64 bits)
+    unreadable-usage     reports a string and 1e300 as its token counts
     endless              streams tokens for ever, whatever max_tokens says
     no-done              streams end cleanly but without ``data: [DONE]``
     status-NNN           always HTTP NNN with an OpenAI error body (429: ``retry-after: 7``;
@@ -58,6 +59,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from backends.base import UpstreamCall
+from backends.sim_count import encoding
 from backends.simulated import SimulatedBackend
 from core.config import ModelConfig, Price, SimulateConfig, Timeouts
 from core.errors import GatewayError
@@ -128,7 +130,7 @@ def text_answer(payload: dict[str, Any], text: str) -> Response:
 TEXT_ANSWERS = {"echo": echo, "judge": judge}
 
 # Usage faults: what the upstream reports instead of the truth (None: no usage at all).
-USAGE_FAULTS: dict[str, dict[str, int] | None] = {
+USAGE_FAULTS: dict[str, dict[str, Any] | None] = {
     "no-usage": None,
     "negative-usage": {"prompt_tokens": -5, "completion_tokens": -3, "total_tokens": -8},
     "huge-usage": {"prompt_tokens": 10, "completion_tokens": 10_000_000,
@@ -136,6 +138,7 @@ USAGE_FAULTS: dict[str, dict[str, int] | None] = {
     "huge-prompt": {"prompt_tokens": 10_000_000, "completion_tokens": 5,
                     "total_tokens": 10_000_005},
     "overflow-usage": {"prompt_tokens": 2**70, "completion_tokens": 2**70, "total_tokens": 2**71},
+    "unreadable-usage": {"prompt_tokens": "12", "completion_tokens": 1e300, "total_tokens": 12},
 }
 FAKE_SECRET = "sk-live-0123456789abcdefABCDEF0123456789"
 
@@ -240,6 +243,7 @@ async def serve(backend: SimulatedBackend, request: Request, call: UpstreamCall,
 
 def create_app(base: SimulateConfig) -> Starlette:
     backends = build_backends(base)
+    encoding()     # the tokenizer its counts use, now rather than in the first request's TTFT
     sequence_seen: dict[str, int] = {}
 
     async def chat(request: Request) -> Response:

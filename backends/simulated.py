@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from backends.base import Completion, LiveStats, UpstreamCall, Usage
-from backends.sim_count import prompt_tokens
+from backends.sim_count import encoding, prompt_tokens
 from backends.sim_engine import SimEngine, SimFailure
 from backends.sim_shapes import CHAT, TEXT, chunk, embeddings, text_answer, usage
 from backends.sse import DONE, SSEEvent
@@ -71,6 +71,7 @@ class SimulatedBackend:
         # is not here. The money tests compare the gateway's bills with these.
         self.served: deque[dict[str, Any]] = deque(maxlen=SERVED_KEPT)
         self.engine = SimEngine(model.name, model.simulate or SimulateConfig(), model.ability)
+        encoding()     # loaded at start-up, not in the first request's time to first token
         self._first_byte_s = model.timeouts.first_byte_s
         self._total_s = model.timeouts.total_s
 

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from backends.base import Completion
     from gateway.auth import Caller
 
+COUNTED_PARTS = frozenset({"text", "image_url", "refusal"})
+
 
 def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     messages = body.get("messages")
@@ -50,7 +52,21 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
         if content is not None and not isinstance(content, str | list):
             raise InvalidRequest(f"messages[{i}].content must be a string or an array of parts",
                                  param=f"messages[{i}].content")
+        if isinstance(content, list):
+            _check_parts(content, f"messages[{i}].content")
     return messages
+
+
+def _check_parts(parts: list[Any], where: str) -> None:
+    """Content parts the gateway can count (``classifiers/length.py``): text and
+    images. Audio, files and other kinds cannot be billed honestly: a 400 naming them."""
+    for j, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in COUNTED_PARTS or (kind is None and isinstance(part, str)):
+            continue
+        raise InvalidRequest(f"{where}[{j}]: content parts of type {kind!r} are not supported "
+                             "by this gateway (it cannot count what they cost); send text "
+                             "and image_url parts", param=f"{where}[{j}].type")
 
 
 def chat_request(body: dict[str, Any], headers: Mapping[str, str]) -> ModelRequest:

@@ -9,8 +9,10 @@ Claude Code calls it to size its context. Served in plain ASGI beside the
 doors (``gateway.asgi``), not through FastAPI, so that every refusal (a
 missing key, a body over ``max_body_bytes``, malformed JSON) is in
 Anthropic's error shape like the rest of ``/v1/messages``; the key is
-checked before a byte of the body is read. Nothing goes upstream, and
-nothing is reserved or billed (``gateway/protocols/anthropic_messages/count.py``).
+checked before a byte of the body is read, and the call counts against the
+team's rpm like a request. The body is capped like the doors' (bytes, JSON
+objects). Nothing goes upstream, and nothing is billed
+(``gateway/protocols/anthropic_messages/count.py``).
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ import logging
 
 import orjson
 
+from budget.journal import RELEASE_ONLY
 from core.config import GatewayConfig, ModelConfig
 from core.errors import GatewayError
 from gateway.asgi import Handler, HTTPExchange
-from gateway.ids import response_request_id
+from gateway.auth import Caller
+from gateway.ids import new_request_id, response_request_id
 from gateway.pipeline.features import LONG_PROMPT_BYTES
-from gateway.pipeline.request import load_object
+from gateway.pipeline.request import check_shape, load_object
 from gateway.pipeline.serve import INTERNAL, ClientGone
 from gateway.protocols.anthropic_messages.count import count_input_tokens
 from gateway.protocols.anthropic_messages.errors import render_error
@@ -41,6 +45,18 @@ def encoding_of(config: GatewayConfig, model: object) -> str:
     return next((m.tokenizer for m in config.models if m.name == model), DEFAULT_ENCODING)
 
 
+async def count_one_request(gw: AppState, caller: Caller) -> None:
+    """A count is a request like any other to the team's rpm (a hold of nothing,
+    released at once): counting is work, and it is not free of limits."""
+    if not gw.config.budget.enabled:
+        return
+    held = await gw.budget.reserve(
+        request_id=new_request_id(), team=caller.team.name, team_limits=caller.team.budget,
+        key_id=caller.key_id, key_limits=caller.key.budget, model=RELEASE_ONLY,
+        max_cost_nanousd=0, max_tokens=0)
+    gw.budget.settle(held, input_tokens=0, output_tokens=0, cost_nanousd=0, model=RELEASE_ONLY)
+
+
 async def _refuse(http: HTTPExchange, exc: GatewayError, headers: dict[str, str]) -> None:
     status, error = render_error(exc)
     await http.send_json(status, error, {**exc.headers, **headers})
@@ -50,8 +66,10 @@ async def count_tokens(http: HTTPExchange) -> None:
     gw: AppState = http.app.state.gw
     headers = {"x-request-id": response_request_id(http.headers.get("x-request-id"))}
     try:
-        gw.keyring.authenticate(http.headers)
+        caller = gw.keyring.authenticate(http.headers)
+        await count_one_request(gw, caller)        # the team's rpm counts it; nothing is held
         raw = await http.read_body(gw.config.max_body_bytes)
+        check_shape(raw, gw.config.max_body_objects)
         body = load_object(raw)
         encoding = encoding_of(gw.config, body.get("model"))
         if len(raw) > LONG_PROMPT_BYTES:     # tiktoken releases the GIL: off the event loop

@@ -264,6 +264,7 @@ EVERY_KEY_CHANGED = {
     "max_body_bytes": 4096, "metrics": {"enabled": False}, "logging": {"prompts": True},
     "otel": {"endpoint": "http://127.0.0.1:4318"},
     "responses": {"store_ttl_s": 7200}, "learning": {"keep_days": 7},
+    "max_body_objects": 500, "storage": {"redis_url": "redis://127.0.0.1:2/0"},
 }
 
 

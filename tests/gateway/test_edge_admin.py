@@ -196,6 +196,20 @@ def test_wrong_admin_keys_are_throttled_per_address_across_replicas(
         assert login(gw).headers["location"] == "/ui"
 
 
+def test_a_rotated_x_forwarded_for_is_not_a_new_address(gw: Gateway, store: redis.Redis,
+                                                        config: dict) -> None:
+    """From a peer no --trusted-proxies names, x-forwarded-for is ignored: eleven
+    guesses each claiming a new address are eleven from the TCP peer, and throttled."""
+    statuses = [httpx.get(gw.url + "/admin/teams", timeout=10,
+                          headers={**bearer(f"sk-guess-{i}"),
+                                   "x-forwarded-for": f"198.51.100.{i}"}).status_code
+                for i in range(11)]
+    assert statuses == [401] * 10 + [429]
+    assert store.exists(f"{config['budget']['key_prefix']}:admin-failures:127.0.0.1")
+    assert not store.keys(f"{config['budget']['key_prefix']}:admin-failures:198.51.100.*")
+    store.delete(f"{config['budget']['key_prefix']}:admin-failures:127.0.0.1")
+
+
 def test_a_request_without_a_key_is_not_a_guess(gw: Gateway, store: redis.Redis) -> None:
     for _ in range(15):
         assert httpx.get(gw.url + "/admin/teams").status_code == 401

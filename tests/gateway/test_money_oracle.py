@@ -292,3 +292,42 @@ def test_a_hard_budget_refusal_is_not_retried_by_the_sdks(gw: Gateway, sdk: str)
                                    messages=[{"role": "user", "content": "hi"}])
     time.sleep(1.2)          # the SDK made its retries, if any, before raising; metrics flush
     assert requests_refused(gw, "capped") == refused + 1
+
+
+def test_shadow_spend_stays_within_its_stated_bound_by_the_upstreams_count() -> None:
+    """Shadows re-send the served request's tools to the shadow model. By the
+    simulator's own count, what they consumed stays within the bound the shadow
+    docstring states: rate x the served traffic at the shadow's prices, plus one
+    shadow's worst case (at the batch price)."""
+    rate, cheap, dear = 0.5, (0.2, 0.4), (2.0, 4.0)
+    with run_simulator("--tpot-ms", "1", "--prefill", "1000000", "--output-mean", "12") as url:
+        def model(name: str, price: tuple[float, float]) -> dict[str, Any]:
+            return {"name": name, "backend": "openai_compat", "base_url": url,
+                    "upstream_model": f"{name}-up", "context_window": 128000,
+                    "price": {"input_per_mtok": price[0], "output_per_mtok": price[1]}}
+        config = {"models": [model("small", cheap), model("large", dear)],
+                  "teams": [{"name": "t", "keys": [hashed(TEST_KEY)],
+                             "shadow": {"rate": rate, "model": "large"}}],
+                  "redis_url": "redis://127.0.0.1:6379/0", "routing": {"auto_policy": "cheapest"},
+                  "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
+                  "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}"},
+                  "max_body_bytes": 4 * 1024 * 1024}
+        with run_gateway(config) as gw:
+            client = oai(gw)
+            for i in range(12):
+                client.chat.completions.create(model="auto", tools=TOOLS, max_tokens=24,
+                                               messages=[{"role": "user",
+                                                          "content": f"Find record {i}."}])
+            time.sleep(3)                       # the shadows run after the answers
+            rows = counted(url)
+    served = [r for r in rows if r["model"] == "small-up"]
+    shadows = [r for r in rows if r["model"] == "large-up"]
+    assert len(served) == 12 and shadows
+    at_shadow_prices = sum(cost_nanousd(r["prompt_tokens"], r["completion_tokens"], *dear)
+                           for r in served)
+    spent_on_shadows = sum(cost_nanousd(r["prompt_tokens"], r["completion_tokens"],
+                                        dear[0] * BATCH_RATE, dear[1] * BATCH_RATE)
+                           for r in shadows)
+    one_worst = max(cost_nanousd(r["prompt_tokens"], max(32, 2 * r["completion_tokens"]),
+                                 dear[0] * BATCH_RATE, dear[1] * BATCH_RATE) for r in served)
+    assert spent_on_shadows <= rate * at_shadow_prices + one_worst

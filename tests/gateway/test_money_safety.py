@@ -44,8 +44,8 @@ def money_gateway(sim_url: str):
     config["models"] += [
         {"name": name, "backend": "openai_compat", "base_url": sim_url, "upstream_model": name,
          "price": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}, "max_output_tokens": 64}
-        for name in ("no-usage", "negative-usage", "huge-usage", "no-done", "status-429",
-                     "status-400", "status-401")]
+        for name in ("no-usage", "negative-usage", "huge-usage", "unreadable-usage", "no-done",
+                     "status-429", "status-400", "status-401")]
     with run_gateway(config) as gw:
         yield gw
 
@@ -124,9 +124,40 @@ def test_a_non_stream_without_usage_is_billed_from_the_tokenizer(money_gateway: 
     r = post(money_gateway, {"model": "no-usage", "messages": HELLO, "max_tokens": 30})
     assert r.status_code == 200, r.text
     assert "usage" not in r.json()
+    counter = counter_for("o200k_base")
+    billed = (counter.count_messages(HELLO),
+              min(30, counter.count_text(r.json()["choices"][0]["message"]["content"])))
     row = ledger(money_gateway)["no-usage"]
-    assert row["output_tokens"] > 0 and row["cost_nanousd"] > 0
+    assert (row["input_tokens"], row["output_tokens"]) == billed
+    assert row["cost_nanousd"] == cost_nanousd(*billed, 1.0, 2.0)
     assert '"usage_estimated":true' in _event(money_gateway, r)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_unreadable_usage_is_an_anomaly_and_the_client_sees_what_is_billed(
+        money_gateway: Gateway, stream: bool) -> None:
+    extra = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
+    before = ledger(money_gateway).get("unreadable-usage", {"input_tokens": 0,
+                                                             "output_tokens": 0})
+    r = post(money_gateway, {"model": "unreadable-usage", "messages": HELLO, "max_tokens": 20,
+                             **extra})
+    assert r.status_code == 200, r.text
+    if stream:
+        events = [json.loads(line[6:]) for line in r.text.splitlines()
+                  if line.startswith("data: {")]
+        shown = next(e["usage"] for e in events if e.get("usage"))
+        text = "".join(c["delta"].get("content") or "" for e in events for c in e["choices"])
+    else:
+        shown, text = r.json()["usage"], r.json()["choices"][0]["message"]["content"]
+    counter = counter_for("o200k_base")
+    # Our own count, within the output cap (a word the simulator sends may be two tokens).
+    billed = (counter.count_messages(HELLO), min(20, counter.count_text(text)))
+    assert (shown["prompt_tokens"], shown["completion_tokens"]) == billed
+    row = ledger(money_gateway)["unreadable-usage"]
+    assert (row["input_tokens"] - before["input_tokens"],
+            row["output_tokens"] - before["output_tokens"]) == billed
+    logged = json.loads(_event(money_gateway, r)[_event(money_gateway, r).index("{"):])
+    assert logged["usage_anomaly"] == "unreadable"
 
 
 def _event(gw: Gateway, r: httpx.Response) -> str:

@@ -12,6 +12,8 @@ import openai
 import pytest
 from openai.types.shared_params import ResponseFormatJSONObject
 
+from budget.pricing import cost_nanousd
+from classifiers.length import counter_for
 from labelling.compare import checkable, exact_scores, final_number, judge_messages, verdict
 from tests.gateway.test_escalation import cascade_config
 from tests.labelling.test_traffic_labels import labels_of
@@ -308,8 +310,12 @@ def test_a_shadow_cut_off_by_shutdown_bills_what_it_consumed(sim_url: str) -> No
         assert "shadow of request" not in gw.log()            # cancelled, not failed
     with run_gateway(config) as again:         # the same Redis and prefix: its ledger
         rows = ledger(again, TEST_KEY)
-    assert rows["large"]["requests"] == 1 and rows["large"]["input_tokens"] > 0
-    assert rows["large"]["cost_nanousd"] > 0
+    # Cancelled mid-answer, with no usage: its prompt at our count, at the batch price.
+    prompt = counter_for("o200k_base").count_messages(
+        [{"role": "user", "content": "Fact 1 about Lima, as JSON."}])
+    assert (rows["large"]["requests"], rows["large"]["input_tokens"],
+            rows["large"]["output_tokens"]) == (1, prompt, 0)
+    assert rows["large"]["cost_nanousd"] == cost_nanousd(prompt, 0, 5.0 * 0.5, 10.0 * 0.5)
 
 
 def test_one_team_takes_at_most_its_share_of_the_shadow_slots() -> None:

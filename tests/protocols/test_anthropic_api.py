@@ -20,9 +20,17 @@ from anthropic.types import DocumentBlockParam, MessageParam, ToolParam
 from budget.pricing import cost_nanousd
 from classifiers.length import counter_for
 from classifiers.prompt import structured_tokens
-from tests.support import TEST_KEY, Gateway, base_config, hashed, run_gateway
+from tests.support import (
+    TEST_KEY,
+    Gateway,
+    base_config,
+    clear_of_minute_turn,
+    hashed,
+    run_gateway,
+)
 
 MONEY_KEY, CAPPED_KEY, LIAR_KEY = "sk-anthropic-money", "sk-anthropic-capped", "sk-anthropic-liar"
+COUNTER_KEY = "sk-anthropic-counter"
 FAST_PRICE = (0.2, 0.4)          # base_config's "fast": input, output per Mtok
 HELLO: list[MessageParam] = [{"role": "user", "content": "Say hello."}]
 WEATHER: ToolParam = {"name": "get_weather", "description": "The weather in a city now.",
@@ -42,6 +50,7 @@ def gw(sim_url: str) -> Iterator[Gateway]:
         {"name": "liar", "keys": [hashed(LIAR_KEY)]},
         # fast's ceiling at max_tokens=50 is ~$0.00002: a few answers, then refused
         {"name": "capped", "keys": [hashed(CAPPED_KEY)], "budget": {"daily_hard_usd": 0.00008}},
+        {"name": "counter", "keys": [hashed(COUNTER_KEY)], "budget": {"rpm": 10}},
     ]
     with run_gateway(config) as gateway:
         yield gateway
@@ -299,6 +308,20 @@ def test_count_tokens_is_our_own_count(gw: Gateway) -> None:
                                        *HELLO]) + tools
     assert tools > counter.count_text(WEATHER["description"])
     assert counted.input_tokens == expected
+
+
+def test_count_tokens_counts_against_the_teams_rpm(gw: Gateway) -> None:
+    clear_of_minute_turn(20)
+    client = sdk(gw, COUNTER_KEY)
+    answered = refused = 0
+    for _ in range(30):
+        try:
+            client.messages.count_tokens(model="fast", messages=HELLO)
+            answered += 1
+        except anthropic.RateLimitError as exc:
+            assert body_of(exc)["error"]["type"] == "rate_limit_error"
+            refused += 1
+    assert (answered, refused) == (10, 20)
 
 
 def test_count_tokens_refuses_in_anthropics_shape(gw: Gateway) -> None:

@@ -161,6 +161,13 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
     "an image from the assistant": (
         body(messages=[{"role": "assistant", "content": [{"type": "image", "source": PNG}]}]),
         "messages.0.content.0: content blocks of type 'image' are not supported"),
+    "an image in the system prompt": (
+        body(system=[{"type": "image", "source": PNG}]),
+        "system.0: content blocks of type 'image' are not supported"),
+    "a tool_use block in the system prompt": (
+        body(system=[{"type": "text", "text": "x"},
+                     {"type": "tool_use", "id": "t", "name": "n", "input": {}}]),
+        "system.1: content blocks of type 'tool_use' are not supported"),
     "a server tool": (body(tools=[{"type": "bash_20250124", "name": "bash"}]),
                       "tools.0: tools of type 'bash_20250124' are not supported"),
     "a custom tool without input_schema": (

@@ -127,6 +127,10 @@ def chat_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     system = body.get("system")
     if system:
+        if not isinstance(system, str):
+            for j, block in enumerate(system):
+                if block["type"] != "text":
+                    raise _unsupported(f"system.{j}", block["type"], "a system prompt is text")
         text = system if isinstance(system, str) else "\n".join(b["text"] for b in system)
         out.append({"role": "system", "content": text})
     for i, message in enumerate(body["messages"]):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from classifiers.length import message_text
 from core.types import Usage
 from gateway.protocols.openai_responses.parse import ResponsesWire
 
@@ -48,6 +47,17 @@ def message_item(wire: ResponsesWire, index: int, text: str | None, status: str)
             "role": "assistant", "content": content}
 
 
+def _text(content: Any) -> str:
+    """An answer's text; content given as an array of parts (some upstreams answer so)
+    is its text parts, joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p["text"] for p in content
+                       if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
 def call_item(wire: ResponsesWire, index: int, call_id: str, name: str, arguments: str,
               status: str) -> dict[str, Any]:
     return {"id": item_id(wire, "fc", index), "type": "function_call", "status": status,
@@ -58,8 +68,7 @@ def output_items(wire: ResponsesWire, message: dict[str, Any], finish: Any
                  ) -> list[dict[str, Any]]:
     """The output items of one chat message: its text (if any), then its tool calls."""
     item_status = "incomplete" if status_of(finish)[0] == "incomplete" else "completed"
-    # Content given as an array of parts (some upstreams answer so) is its parts' text.
-    text = message_text(message.get("content")) or message_text(message.get("refusal"))
+    text = _text(message.get("content")) or _text(message.get("refusal"))
     calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
     items: list[dict[str, Any]] = []
     if text or not calls:
