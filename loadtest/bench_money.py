@@ -126,10 +126,10 @@ def run() -> None:
             time.sleep(0.5)                   # the last settle is queued after its answer
             consumed = sum(r["prompt_tokens"] * PRICE_IN + r["completion_tokens"] * 2 * PRICE_IN
                            for r in httpx.get(sim_requests).json()[seen:]) / 1e6
-            billed = _ledger_prompt(gw.url, OTHER_KEY)[1] / 1e9
+            billed_usd = _ledger_prompt(gw.url, OTHER_KEY)[1] / 1e9
             print(f"\n$0.10 hard limit, the tools request 40 times: {statuses.count(200)} "
                   f"served, {statuses.count(429)} refused; the upstream consumed "
-                  f"${consumed:.4f} by its own count, routegate billed ${billed:.4f}")
+                  f"${consumed:.4f} by its own count, routegate billed ${billed_usd:.4f}")
 
 
 def main(argv: list[str] | None = None) -> None:
