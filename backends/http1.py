@@ -33,13 +33,11 @@ request bodies streamed from an iterator.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import ssl
-import time
 
 from backends.dns import Resolver
-from backends.http1_wire import Connection, LeanResponse
+from backends.http1_wire import Connection, Host, LeanResponse
 from backends.transport import (
     ConnectError,
     Origin,
@@ -50,49 +48,6 @@ from core.config import Timeouts, TransportConfig
 DEFAULT_TIMEOUTS = Timeouts()
 
 __all__ = ["ConnectionPool", "LeanResponse", "Origin"]
-
-
-class Host:
-    """The connections to one origin: idle ones (most recent last), how many
-    are open, and the requests waiting for one."""
-
-    __slots__ = ("idle", "open", "waiters")
-
-    def __init__(self) -> None:
-        self.idle: list[Connection] = []
-        self.open = 0
-        # Each waiter is resolved with an idle connection handed over, or with
-        # None: a slot was freed for it and it may open a connection.
-        self.waiters: collections.deque[asyncio.Future[Connection | None]] = collections.deque()
-
-    def pop_idle(self, idle_s: float) -> Connection | None:
-        idle = self.idle
-        now = time.monotonic()
-        while idle:
-            conn = idle.pop()
-            if not conn.closed and now - conn.idle_since < idle_s:
-                return conn
-            conn.close()
-        return None
-
-    def give_back(self, conn: Connection) -> None:
-        """A connection is free again: to the first waiter, else parked."""
-        while self.waiters:
-            waiter = self.waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(conn)
-                return
-        conn.idle_since = time.monotonic()
-        self.idle.append(conn)
-
-    def free_slot(self) -> None:
-        """A connection closed (or was never opened): its slot goes to a waiter, else away."""
-        while self.waiters:
-            waiter = self.waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-        self.open -= 1
 
 
 class ConnectionPool:

@@ -11,15 +11,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from typing import TYPE_CHECKING
 
 import httptools
 
 from backends.transport import ProtocolError, ResponseTooLarge
 from core.config import TransportConfig
-
-if TYPE_CHECKING:
-    from backends.http1 import Host
 
 HIGH_WATER = 1 << 20        # pause reading when this much body is buffered unread
 
@@ -245,3 +241,46 @@ class Connection(asyncio.Protocol):
         if self.counted:
             self.counted = False
             self.host.free_slot()
+
+
+class Host:
+    """The connections to one origin: idle ones (most recent last), how many
+    are open, and the requests waiting for one."""
+
+    __slots__ = ("idle", "open", "waiters")
+
+    def __init__(self) -> None:
+        self.idle: list[Connection] = []
+        self.open = 0
+        # Each waiter is resolved with an idle connection handed over, or with
+        # None: a slot was freed for it and it may open a connection.
+        self.waiters: collections.deque[asyncio.Future[Connection | None]] = collections.deque()
+
+    def pop_idle(self, idle_s: float) -> Connection | None:
+        idle = self.idle
+        now = time.monotonic()
+        while idle:
+            conn = idle.pop()
+            if not conn.closed and now - conn.idle_since < idle_s:
+                return conn
+            conn.close()
+        return None
+
+    def give_back(self, conn: Connection) -> None:
+        """A connection is free again: to the first waiter, else parked."""
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(conn)
+                return
+        conn.idle_since = time.monotonic()
+        self.idle.append(conn)
+
+    def free_slot(self) -> None:
+        """A connection closed (or was never opened): its slot goes to a waiter, else away."""
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.open -= 1

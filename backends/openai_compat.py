@@ -47,8 +47,8 @@ from backends.transport import (
     Response,
     ResponseTooLarge,
     Transport,
-    make_transport,
 )
+from backends.transports import make_transport
 from core.config import ModelConfig
 from core.errors import (
     GatewayError,

@@ -14,15 +14,25 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from backends.base import LiveStats, Usage
 from backends.sse import EventSplitter, SSEEvent
 from backends.transport import Response
-from core.errors import UpstreamError
+from core.errors import GatewayError, UpstreamError
+from core.types import LiveStats as _Stats
 
-if TYPE_CHECKING:
-    from backends.openai_compat import OpenAICompatBackend
+
+class StreamOwner(Protocol):
+    """What a stream needs of the backend that opened it (``OpenAICompatBackend``)."""
+
+    name: str
+    stats: _Stats
+    between_s: float           # the most silence between two reads
+    affinity: Any              # releases the replica the stream held
+
+    def convert(self, exc: BaseException, *, generating: bool = False,
+                mid_stream: bool = False) -> GatewayError | None: ...
 
 
 class StreamMeter:
@@ -117,7 +127,7 @@ class HTTPChunkStream(MeteredStream):
     """An upstream SSE stream, with its first event already read (so the
     gateway can still fall back before it sends anything to the client)."""
 
-    def __init__(self, backend: OpenAICompatBackend, resp: Response,
+    def __init__(self, backend: StreamOwner, resp: Response,
                  meter: StreamMeter, replica: int = 0) -> None:
         self._backend = backend
         self._replica = replica       # which of the model's base_urls (backends/affinity.py)

@@ -1,6 +1,6 @@
 """How a backend sends HTTP upstream: one interface, two implementations.
 
-    transport = make_transport(model_config)         # per model, from model.transport.kind
+    transport = make_transport(model_config)   # backends/transports.py: by model.transport.kind
     resp = await transport.request(origin, b"POST", origin.path + "/chat/completions",
                                    b"content-type: application/json\\r\\n", body, model.timeouts)
     resp.status, resp.headers                          # returns once the response head is in
@@ -19,9 +19,8 @@ implementations:
   ``trust_env``, for HTTPS through a proxy and anything else the lean one
   does not do.
 
-``kind: auto`` picks the lean client for plain ``http://`` upstreams that no
-``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``ALL_PROXY`` applies to (``NO_PROXY`` is
-respected), else aiohttp.
+This module holds the interface and its error types, which both implement;
+``backends/transports.py`` picks one.
 
 Timeouts: a transport applies ``timeouts.connect_s`` (DNS, TCP, TLS) and
 ``timeouts.pool_wait_s`` (waiting for a free connection under the cap). The
@@ -34,13 +33,11 @@ Failures raise ``TransportError`` subclasses (all ``ConnectionError``s),
 
 from __future__ import annotations
 
-import urllib.request
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from core.config import ModelConfig, Timeouts, TransportConfig
+from core.config import Timeouts
 
 
 class TransportError(ConnectionError):
@@ -128,35 +125,3 @@ class Transport(Protocol):
         ...
 
     async def aclose(self) -> None: ...
-
-
-def proxied(url: str) -> bool:
-    """Whether an ``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``ALL_PROXY`` from the
-    environment applies to ``url`` (not excluded by ``NO_PROXY``)."""
-    proxies = urllib.request.getproxies_environment()
-    if not any(proxies.get(k) for k in ("http", "https", "all")):
-        return False
-    host = urlsplit(url).hostname or ""
-    # The environment-only check (typeshed omits it): the same NO_PROXY rules aiohttp follows.
-    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
-    return not bypass(host, proxies)
-
-
-def lean_suits(urls: Sequence[str]) -> bool:
-    """The lean client serves these upstreams as well as aiohttp would."""
-    return all(urlsplit(u).scheme == "http" and not proxied(u) for u in urls)
-
-
-def make_transport(model: ModelConfig) -> Transport:
-    """The transport ``model.transport.kind`` names; ``auto`` decides from the URLs."""
-    config: TransportConfig = model.transport
-    kind = config.kind
-    if kind == "auto":
-        kind = "lean" if lean_suits(model.base_urls) else "aiohttp"
-    # Imported here because both implementations import this module's types,
-    # and aiohttp is only loaded when some model needs it.
-    if kind == "lean":
-        from backends.http1 import ConnectionPool
-        return ConnectionPool(config)
-    from backends.aiohttp_transport import AiohttpTransport
-    return AiohttpTransport(config)

@@ -12,7 +12,7 @@ down), ``overrides`` and ``usage`` (/admin and /usage), ``redis_client`` +
 ``embedded`` (connecting, or running a local Redis).
 """
 
-from budget.pricing import cost_nanousd, usd, usd_to_nano
+from budget.nanousd import cost_nanousd, usd, usd_to_nano
 from budget.redis_client import RedisHandle, open_redis
 from budget.reservation import Reservation
 from budget.store import BudgetStore

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from budget.keys import Windows
-from budget.pricing import usd
+from budget.nanousd import usd
 from budget.scripts import ReserveReply
 from core.errors import QuotaExceeded, RateLimited
 

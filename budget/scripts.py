@@ -25,7 +25,7 @@ from budget.keys import (
     KeySpace,
     Windows,
 )
-from budget.pricing import usd_to_nano
+from budget.nanousd import usd_to_nano
 from core.budget_config import Limits
 
 # A bound on one script call, on a client that sets none of its own (redis-py

@@ -38,7 +38,7 @@ from budget.failopen import LocalAllowance
 from budget.failures import DOWN_BACKOFF_S, REDIS_UNAVAILABLE, unreplayable
 from budget.journal import RELEASE_ONLY, JournalEntry, SpendJournal
 from budget.keys import Clock, KeySpace, Windows
-from budget.pricing import usd_to_nano
+from budget.nanousd import usd_to_nano
 from budget.rejections import fail_open_exceeded, rate_exceeded, refusal
 from budget.reservation import Reservation
 from budget.scripts import (

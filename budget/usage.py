@@ -15,8 +15,8 @@ from datetime import date, timedelta
 from typing import Any
 
 from budget.keys import KeySpace
+from budget.nanousd import usd
 from budget.overrides import merge
-from budget.pricing import usd
 from budget.scripts import (
     LIMIT_FIELDS,
     ScopeFigures,

@@ -125,7 +125,7 @@ class ComplexityModel:
                                            meta.get("semantic", {}), try_load_embedder())
         self._tiers = tuple(meta["tier_cuts"])
         self._weak_logit = float(meta["weak_logit"])
-        self._learned = _learned_terms(arrays)   # ``routegate learn`` (classifiers/learning.py)
+        self._learned = _learned_terms(arrays)   # ``routegate learn`` (lab/learning.py)
         # The digests of the prompts those terms were fitted on, (n, 16) uint8 (a set
         # of them only when ``learn`` asks: a serving copy need not hold one).
         self._fitted: np.ndarray | None = arrays.get("learned_prompts")
@@ -165,7 +165,7 @@ class ComplexityModel:
 
         ``semantic`` is the embedding's term of the logit (``classifiers/semantic.py``).
         The learned logit includes the average training model's offset, and
-        the offsets are deviations from it (``classifiers/build.py``).
+        the offsets are deviations from it (``lab/build.py``).
         """
         values = feats.values
         # take() rather than fancy indexing: the same rows, a third of the time
@@ -270,7 +270,7 @@ class ComplexityModel:
 class _LearnedTerms:
     """What ``routegate learn`` fitted on top of the shipped model: d(x) becomes
     ``beta * d(x) + delta(x)``, and each labelled model has an ability and an
-    offset by skill (``classifiers/learning.py``)."""
+    offset by skill (``lab/learning.py``)."""
     hash_w: np.ndarray          # (N_HASH,) float32: delta's hashed weights
     dense_w: np.ndarray         # (N_DENSE,)
     beta: float

@@ -25,7 +25,7 @@ also places a task as a whole: what the within-task fit leaves of each
 task's mean difficulty is regressed on its mean rarity, one point per task.
 Left out one task at a time, this places the left-out task's mean better
 (RMSE 0.663 against 0.693 for the shape prior alone, 23 tasks: ``python -m
-classifiers.prior_check``).
+lab.prior_check``).
 """
 
 from __future__ import annotations

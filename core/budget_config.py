@@ -9,7 +9,7 @@
 
 Every limit is optional: ``None`` means "no limit of this kind". Dollar
 amounts are floats here for the humans writing YAML; they become integer
-nano-USD (``budget.pricing.usd_to_nano``) before they reach Redis.
+nano-USD (``budget.nanousd.usd_to_nano``) before they reach Redis.
 """
 
 from __future__ import annotations

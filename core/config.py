@@ -60,7 +60,7 @@ class Price(Strict):
 
 
 class SimulateConfig(Strict):
-    """Knobs of the latency-faithful simulator (``backends/simulated.py``)."""
+    """Knobs of the latency-faithful simulator (``sim/backend.py``)."""
 
     prefill_tokens_per_s: float = Field(default=4000, gt=0)
     tpot_ms: float = Field(default=20, gt=0, description="decode time per token, batch of one")
@@ -322,7 +322,8 @@ class GatewayConfig(Strict):
                 if model not in known:
                     raise ValueError(f"team {team.name!r} allows undefined model {model!r}")
             if team.shadow is not None:
-                team.shadow.check(team, {m.name: m for m in self.models})
+                team.shadow.check(team.name, team.allowed_pools, team.allowed_models,
+                                  {m.name: (m.kind, list(m.pools)) for m in self.models})
         if self.routing.fixed_model and self.routing.fixed_model not in known:
             raise ValueError(f"routing.fixed_model names undefined model {self.routing.fixed_model!r}")
         undefined = [n for n in self.escalation.ladder or () if n not in known]

@@ -35,14 +35,11 @@ are compared.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
 
 from pydantic import Field
 
 from core.strict import Strict
-
-if TYPE_CHECKING:
-    from core.config import ModelConfig, TeamConfig
 
 DAY_S = 86400
 
@@ -64,21 +61,23 @@ class ShadowConfig(Strict):
     model: str                     # the stronger model that answers again
     judge: str | None = None       # compares free-form answers; None: checkable ones only
 
-    def check(self, team: TeamConfig, models: dict[str, ModelConfig]) -> None:
-        """The shadow and judge of ``team``: chat models it may use, in the batch pool."""
-        if team.allowed_pools is not None and "batch" not in team.allowed_pools:
-            raise ValueError(f"team {team.name!r}: shadow answers run in the batch pool, "
+    def check(self, team: str, allowed_pools: Sequence[str] | None, allowed_models: list[str] | None,
+              models: Mapping[str, tuple[str, list[str]]]) -> None:
+        """The shadow and judge of ``team``: chat models it may use, in the batch pool.
+        ``models``: every model's kind and pools, by name."""
+        if allowed_pools is not None and "batch" not in allowed_pools:
+            raise ValueError(f"team {team!r}: shadow answers run in the batch pool, "
                              "which its allowed_pools exclude")
         for role, name in (("model", self.model), ("judge", self.judge)):
             if name is None:
                 continue
             model = models.get(name)
             if model is None:
-                raise ValueError(f"team {team.name!r}: shadow.{role} names undefined model "
-                                 f"{name!r}")
-            if model.kind != "chat" or "batch" not in model.pools:
-                raise ValueError(f"team {team.name!r}: shadow.{role} {name!r} must be a chat "
+                raise ValueError(f"team {team!r}: shadow.{role} names undefined model {name!r}")
+            kind, pools = model
+            if kind != "chat" or "batch" not in pools:
+                raise ValueError(f"team {team!r}: shadow.{role} {name!r} must be a chat "
                                  "model in the batch pool")
-            if team.allowed_models is not None and name not in team.allowed_models:
-                raise ValueError(f"team {team.name!r}: shadow.{role} {name!r} is not in its "
+            if allowed_models is not None and name not in allowed_models:
+                raise ValueError(f"team {team!r}: shadow.{role} {name!r} is not in its "
                                  "allowed_models")

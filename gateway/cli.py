@@ -1,10 +1,14 @@
-"""The ``routegate`` command.
+"""The product's commands of ``routegate`` (the whole command is ``routegate/cli.py``).
 
     routegate serve --config config/routegate.yaml --port 8080
     routegate check-config config/routegate.yaml
     routegate hash-key sk-my-team-key
     routegate report --since 1h [--json]               # per team and model
-    routegate train | eval | classify | calibrate      # the complexity classifier
+    routegate worker                                   # the Batch API worker alone
+    echo '{"id": 1, "prompt": "hi"}' | routegate classify
+
+``python -m gateway.cli`` runs these alone; the lab's (train, eval,
+calibrate, learn) and the load tests' join them in ``routegate``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from classifiers import commands as classifier_commands
+from classifiers.classify_command import register_classify
 from classifiers.complexity import ArtifactError, ComplexityModel
 from core.config import ConfigError, GatewayConfig, load_config
 from gateway.app import CONFIG_ENV, DEFAULT_CONFIG, serving_app
@@ -31,8 +35,6 @@ from gateway.server import (
     uvicorn_options,
 )
 from gateway.state import Classifiers, artifact_stamp
-from labelling import learn_command
-from loadtest import commands as loadtest_commands
 from policies import POLICIES, get_policy
 
 
@@ -92,7 +94,12 @@ def policy_name_errors(data: Any) -> list[tuple[str, str]]:
 
 def _load(path: str) -> tuple[GatewayConfig, Classifiers] | tuple[None, None]:
     """The config and its classifiers, or Nones after printing every error with its
-    key path."""
+    key path. Every command finds its config the same way: ``--config``, else
+    ``ROUTEGATE_CONFIG``, else ``config/routegate.yaml`` in the working directory."""
+    if path == DEFAULT_CONFIG and not os.path.exists(path):
+        print(f"routegate: no config at {DEFAULT_CONFIG} (from {os.getcwd()}); pass --config "
+              f"PATH, the file routegate serve runs with, or set {CONFIG_ENV}", file=sys.stderr)
+        return None, None
     try:
         return load_checked(path)
     except ConfigError as exc:
@@ -214,9 +221,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The product's commands alone (``python -m gateway.cli``)."""
     parser = argparse.ArgumentParser(prog="routegate", description="Cost-aware model router gateway")
-    sub = parser.add_subparsers(dest="command", required=True)
+    register(parser.add_subparsers(dest="command", required=True))
+    return parser
 
+
+def register(sub: Any) -> None:
+    """Add the product's subcommands (``routegate/cli.py`` adds the lab's beside them)."""
     serve = sub.add_parser("serve", help="run the gateway")
     serve.add_argument("--config", default=os.environ.get(CONFIG_ENV, DEFAULT_CONFIG))
     serve.add_argument("--host", default="127.0.0.1")
@@ -257,15 +269,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--no-redis", action="store_true", help="only the request log")
     report.set_defaults(func=cmd_report)
 
-    # train, eval, classify, calibrate: the complexity classifier's commands
-    classifier_commands.register(sub)
-    learn_command.register_learn(sub)   # learn --labels FILE | --from-traffic --team T
-    loadtest_commands.register(sub)     # loadtest run | experiment
-    return parser
+    register_classify(sub)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    args = (parser or build_parser()).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except ArtifactError as exc:   # --classifier / --artifact / --learned naming a bad one

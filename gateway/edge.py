@@ -40,14 +40,13 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import cookie_parser
 
 from core.config import GatewayConfig
-from core.errors import PayloadTooLarge, RequestTimeout
-from gateway.auth import bearer_token, closing
+from gateway.auth import bearer_token
+from gateway.exchange import HTTPExchange, Receive, timed_out, too_large
 from gateway.guard import AdminGuard
 from gateway.readiness import CachedProbe, probe_dependencies
 from gateway.sessions import UISessions
 
 if TYPE_CHECKING:
-    from gateway.asgi import HTTPExchange, Receive
     from gateway.state import AppState
 
 # What the edge leaves in the ASGI scope for the route's dependencies.
@@ -168,15 +167,6 @@ async def bounded_body(gate: Gate, http: HTTPExchange) -> Receive:
     if gate.stream:
         return counted(http, gate.max_body)
     return replay(await http.read_body(gate.max_body), http.receive)
-
-
-def too_large(limit: int, size: int | None = None) -> PayloadTooLarge:
-    what = f"Request body of {size} bytes exceeds" if size is not None else "Request body exceeds"
-    return PayloadTooLarge(f"{what} the limit of {limit} bytes.", headers=closing())
-
-
-def timed_out() -> RequestTimeout:
-    return RequestTimeout("The request body did not arrive in time.", headers=closing())
 
 
 def replay(body: bytes, receive: Receive) -> Receive:

@@ -23,8 +23,6 @@ from typing import Any
 
 from backends.base import Backend
 from backends.load_signals import start_pollers
-from backends.openai_compat import OpenAICompatBackend
-from backends.simulated import SimulatedBackend
 from budget import BudgetStore, RedisHandle, open_redis
 from budget.eviction import eviction_risk
 from classifiers.complexity import ComplexityModel
@@ -40,26 +38,15 @@ from gateway.pipeline.routing import Router
 from gateway.pipeline.shadow import Shadows
 from gateway.protocols import build_doors
 from gateway.protocols.base import Door
+from gateway.upstreams import build_backends
 from labelling.recorder import Recorder
 from labelling.store import LabelStore
 from scheduling.breaker import Breaker
 from scheduling.fleet import FleetShare
 from scheduling.fleet_health import FleetHealth
-from scheduling.scheduler import PoolScheduler, build_schedulers
-from scheduling.shared_backlog import share_backlogs
+from scheduling.scheduler import PoolScheduler, build_schedulers, share_backlogs
 
 logger = logging.getLogger("routegate.state")
-
-
-def build_backends(config: GatewayConfig) -> dict[str, Backend]:
-    """One backend per model; each remote one owns its transport (``model.transport``)."""
-    backends: dict[str, Backend] = {}
-    for model in config.models:
-        if model.backend == "simulated":
-            backends[model.name] = SimulatedBackend(model)
-        else:
-            backends[model.name] = OpenAICompatBackend(model, max_rest_s=config.breaker.max_rest_s)
-    return backends
 
 
 def load_classifier(path: str | None, fallback: str = "model ability only"

@@ -80,8 +80,8 @@ def encoder_rows(prompts_of: dict[int, list[str]], repeats: int,
 
 
 def print_encoder(repeats: int, classifier_p99_us: float) -> None:
-    from classifiers.encoder import load_encoder
-    from classifiers.static_encoder import StaticEncoder
+    from lab.encoder import load_encoder
+    from lab.static_encoder import StaticEncoder
 
     encoder = load_encoder()
     static = StaticEncoder(encoder)
@@ -90,7 +90,7 @@ def print_encoder(repeats: int, classifier_p99_us: float) -> None:
     prompts_of[512] = [make_prompt(1024, seed) for seed in range(10)]
     distilled = encoder_rows(prompts_of, repeats * 4, lambda t, n: static.embed(t, max_pieces=n))
     print("\nreading encoder, one prompt cut to N word pieces: all-MiniLM-L6-v2 (numpy), "
-          "and its static distillation (classifiers/static_encoder.py):")
+          "and its static distillation (lab/static_encoder.py):")
     print(f"{'pieces':>8} {'p50 ms':>8} {'p99 ms':>8} {'static p50 ms':>14} {'p99 ms':>8}")
     for (pieces, p50, p99), (_, s50, s99) in zip([*full, (512, float("nan"), float("nan"))],
                                                  distilled, strict=True):
@@ -103,7 +103,7 @@ def print_encoder(repeats: int, classifier_p99_us: float) -> None:
           f"{at_128 * 1e3 / max(classifier_p99_us, 1):.0f}x the classifier's p99 on 2,000 "
           f"tokens. The static one costs at most {static_99:.2f} ms (p99) on top of the "
           "classifier, once its table is computed. Whether either pays in quality: "
-          "python -m classifiers.encoder_table (out of domain) and routegate learn "
+          "python -m lab.encoder_table (out of domain) and routegate learn "
           "--labels FILE --compare-encoder (on a team's own labels).")
 
 

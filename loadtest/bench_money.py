@@ -3,7 +3,7 @@
     python -m loadtest.bench_money            # about 20 s
 
 The simulator counts every prompt it receives from the raw request, with its
-own tokenizer (``backends/sim_count.py``): the messages, the tool
+own tokenizer (``sim/count.py``): the messages, the tool
 definitions as OpenAI renders them, the response schema and the images by
 OpenAI's tile rule. A gateway in front of it, with one model at $1 per
 million input tokens, is sent the requests of money round 3's table; for

@@ -170,7 +170,7 @@ def slo_of(base: Path = DEMO_CONFIG) -> tuple[float, float]:
 def standalone_fleet(config: dict[str, Any], tmp: Path, *, signals: bool = False,
                      interval_s: float = 1.0) -> Iterator[dict[str, Any]]:
     """``config`` with each chat model served by its own standalone simulator
-    (``backends/sim_server.py``, the model's physics), so that several gateway
+    (``sim/server.py``, the model's physics), so that several gateway
     replicas share one fleet's queues. ``signals``: each model reads its
     simulator's vLLM-format /metrics (``load_metrics``)."""
     tmp.mkdir(parents=True, exist_ok=True)
@@ -182,7 +182,7 @@ def standalone_fleet(config: dict[str, Any], tmp: Path, *, signals: bool = False
                 continue
             sim = model.pop("simulate")
             port = free_port()
-            args = ["backends.sim_server", "--port", str(port),
+            args = ["sim.server", "--port", str(port),
                     "--prefill", str(sim["prefill_tokens_per_s"]), "--tpot-ms", str(sim["tpot_ms"]),
                     "--batch-slowdown", str(sim.get("batch_slowdown", 0.04)),
                     "--max-batch", str(sim["max_batch"]),

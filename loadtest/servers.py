@@ -82,7 +82,7 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: floa
 def run_simulator(*args: str) -> Iterator[str]:
     """The standalone simulator; yields its base URL (ending in /v1)."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "backends.sim_server", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "sim.server", "--port", str(port),
                              *args], env=child_env(), cwd=REPO)
     try:
         wait_http(f"http://127.0.0.1:{port}/health", proc)

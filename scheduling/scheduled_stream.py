@@ -4,21 +4,31 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from backends.base import WrappedStream
 from core.errors import GatewayError
+from core.types import LiveStats
+from scheduling.tickets import Ticket
 
 if TYPE_CHECKING:
     from backends.base import ChunkStream
     from backends.sse import SSEEvent
-    from scheduling.scheduler import PoolScheduler, Ticket
+
+
+class SlotHolder(Protocol):
+    """What a held stream needs of its scheduler (``PoolScheduler``)."""
+
+    stats: LiveStats
+
+    def release(self, ticket: Ticket, *, failed: BaseException | None = None,
+                ttft_s: float | None = None) -> None: ...
 
 
 class ScheduledStream(WrappedStream):
     """A ``ChunkStream`` that holds its scheduler slot until it is closed."""
 
-    def __init__(self, scheduler: PoolScheduler, ticket: Ticket, stream: ChunkStream) -> None:
+    def __init__(self, scheduler: SlotHolder, ticket: Ticket, stream: ChunkStream) -> None:
         super().__init__(stream)
         self._scheduler = scheduler
         self._ticket = ticket

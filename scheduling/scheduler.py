@@ -55,17 +55,17 @@ import asyncio
 import math
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from core.config import GatewayConfig, ModelConfig
 from core.errors import GatewayError, RateLimited, ServiceUnavailable
 from core.types import LiveStats
 from scheduling.scheduled_stream import ScheduledStream
+from scheduling.shared_backlog import SharedBacklog
 from scheduling.tickets import Lane, Ticket, Waiter
 
 if TYPE_CHECKING:
     from backends.base import ChunkStream, Completion
-    from scheduling.shared_backlog import SharedBacklog
 
 DEFAULT_PREFILL_TOKENS_PER_S = 5000.0
 DEFAULT_SLOT_S = 2.0     # how long a slot is held, until answers teach it
@@ -380,3 +380,11 @@ def build_schedulers(config: GatewayConfig, stats: Mapping[str, LiveStats]
     return {m.name: PoolScheduler(m, stats[m.name], slo_ttft_s=slo.ttft_ms / 1000,
                                   slo_tpot_s=slo.tpot_ms / 1000)
             for m in config.models}
+
+
+def share_backlogs(schedulers: Mapping[str, PoolScheduler], redis: Any, prefix: str) -> None:
+    """Give each model that admits on time its shared backlog (used only while
+    more than one replica is live), unless its ``scheduler.shared_backlog`` is off."""
+    for name, scheduler in schedulers.items():
+        if scheduler.share_backlog:
+            scheduler.shared = SharedBacklog(redis, prefix, name)

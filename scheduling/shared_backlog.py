@@ -27,11 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from scheduling.scheduler import PoolScheduler
+from typing import Any
 
 logger = logging.getLogger("routegate.scheduler")
 
@@ -92,11 +88,3 @@ class SharedBacklog:
         task = asyncio.get_running_loop().create_task(self.add(tokens, rate))
         self._later.add(task)
         task.add_done_callback(self._later.discard)
-
-
-def share_backlogs(schedulers: Mapping[str, PoolScheduler], redis: Any, prefix: str) -> None:
-    """Give each model that admits on time its shared backlog (used only while
-    more than one replica is live), unless its ``scheduler.shared_backlog`` is off."""
-    for name, scheduler in schedulers.items():
-        if scheduler.share_backlog:
-            scheduler.shared = SharedBacklog(redis, prefix, name)

@@ -11,7 +11,7 @@ one and be forgotten in another.
 
 from __future__ import annotations
 
-from budget.pricing import cost_nanousd, usd
+from budget.nanousd import cost_nanousd, usd
 from core.config import GatewayConfig, ModelConfig
 
 

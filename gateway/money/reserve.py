@@ -1,40 +1,47 @@
 """The request path's two budget calls: reserve the worst case, settle the truth.
 
-    ceilings = ladder_ceilings(gw, decision, features.demand, rate)
-    reservation = await reserve_budget(gw, caller, request_id, decision.model, ceilings)
+    ceilings = ladder_ceilings(tariff, models, ("small", "large"), demand, rate)
+    reservation = await reserve_budget(store, payer, request_id, "small", ceilings)
     ...
-    settle_budget(gw, reservation, model, usage, cost)     # queued: a future to await or not
+    settle_budget(store, reservation, model, usage, cost)     # queued: a future to await or not
 
 One reservation covers the whole ladder, from each model's ceiling
-(``gateway.money.ceiling``: the most that model can bill for this request),
-so a fallback never needs a second round trip and no attempt can overspend.
-Settling bills the model that answered (its ledger row), within its
-ceiling, exactly once.
+(``gateway.money.ceiling``: what that model's attempt reserves), so a
+fallback never needs a second round trip. Settling bills the model that
+answered (its ledger row), exactly once. These take the budget store and
+the values they use, never the app's state: money is a leaf below the
+pipeline (``[tool.importlinter]``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from budget.journal import RELEASE_ONLY
 from budget.reservation import Reservation
+from budget.store import BudgetStore
+from core.budget_config import Limits
 from core.config import ModelConfig
 from core.types import Usage
-from gateway.auth import Caller
-from gateway.money.ceiling import Ceiling, Demand
-from policies import Decision
-
-if TYPE_CHECKING:
-    from gateway.state import AppState
+from gateway.money.ceiling import Ceiling, Demand, Tariff
 
 
-def ladder_ceilings(gw: AppState, decision: Decision, demand: Demand, rate: float
-                    ) -> dict[str, Ceiling]:
-    """Each model the request may try, with the most it can bill there."""
-    return {name: gw.tariff.ceiling(gw.models[name], demand, rate)
-            for name in (decision.model, *decision.fallbacks)}
+@dataclass(frozen=True, slots=True)
+class Payer:
+    """Whose budget a request is held against: its team and key, with their limits."""
+
+    team: str
+    team_limits: Limits | None
+    key_id: str | None
+    key_limits: Limits | None
+
+
+def ladder_ceilings(tariff: Tariff, models: Mapping[str, ModelConfig], ladder: Sequence[str],
+                    demand: Demand, rate: float) -> dict[str, Ceiling]:
+    """Each model the request may try, with what is reserved for it there."""
+    return {name: tariff.ceiling(models[name], demand, rate) for name in ladder}
 
 
 def worst_case(ceilings: dict[str, Ceiling], *, every_attempt_bills: bool = False
@@ -54,22 +61,23 @@ def worst_case(ceilings: dict[str, Ceiling], *, every_attempt_bills: bool = Fals
     return max(costs), max(tokens)
 
 
-async def reserve_budget(gw: AppState, caller: Caller, request_id: str, model: str,
+async def reserve_budget(store: BudgetStore | None, payer: Payer, request_id: str, model: str,
                          ceilings: dict[str, Ceiling], *, every_attempt_bills: bool = False,
                          stable: bool = False, counted: bool = True) -> Reservation | None:
-    """``stable``: ``request_id`` names work that may run again (a batch line), so
-    its settle stays idempotent for as long as that work may run. ``counted``:
-    False for the gateway's own work, which the rate limits do not count."""
-    if not gw.config.budget.enabled:
+    """``store`` None: budgets are off. ``stable``: ``request_id`` names work that may
+    run again (a batch line), so its settle stays idempotent for as long as that work
+    may run. ``counted``: False for the gateway's own work, which the rate limits do
+    not count."""
+    if store is None:
         return None
     amount, tokens = worst_case(ceilings, every_attempt_bills=every_attempt_bills)
-    return await gw.budget.reserve(
-        request_id=request_id, team=caller.team.name, team_limits=caller.team.budget,
-        key_id=caller.key_id, key_limits=caller.key.budget, model=model,
+    return await store.reserve(
+        request_id=request_id, team=payer.team, team_limits=payer.team_limits,
+        key_id=payer.key_id, key_limits=payer.key_limits, model=model,
         max_cost_nanousd=amount, max_tokens=tokens, stable=stable, counted=counted)
 
 
-def settle_budget(gw: AppState, reservation: Reservation, model: ModelConfig | None,
+def settle_budget(store: BudgetStore, reservation: Reservation, model: ModelConfig | None,
                   usage: Usage | None, cost: int, *, attempt: int = 0) -> asyncio.Future[None]:
     """Bill ``cost`` to ``model``'s ledger line and, for the delivered answer
     (``attempt`` 0), release the rest of the hold. A refused answer of an
@@ -81,8 +89,8 @@ def settle_budget(gw: AppState, reservation: Reservation, model: ModelConfig | N
     if usage is None:
         # Nothing was generated: free the hold without marking the id settled,
         # so work that runs again under the same id (a batch line) is billed then.
-        return gw.budget.settle(reservation, input_tokens=0, output_tokens=0, cost_nanousd=0,
-                                model=RELEASE_ONLY)
-    return gw.budget.settle(reservation, input_tokens=usage.prompt_tokens,
-                            output_tokens=usage.completion_tokens, cost_nanousd=cost,
-                            model=model.name if model else None)
+        return store.settle(reservation, input_tokens=0, output_tokens=0, cost_nanousd=0,
+                            model=RELEASE_ONLY)
+    return store.settle(reservation, input_tokens=usage.prompt_tokens,
+                        output_tokens=usage.completion_tokens, cost_nanousd=cost,
+                        model=model.name if model else None)

@@ -1,39 +1,59 @@
 """Settling one request: from what was served to the nano-dollar billed.
 
-    bill = Bill(gw.tariff)
+    bill = Bill(tariff)
     ... the pipeline fills it in as the request goes ...
-    settle(gw, outcome, attempts, bill)        # in the pipeline's one finally: queued
+    lines = bill_lines(bill, discarded, model, cancelled=False)   # in its one finally
+    settled = settle_lines(store, bill, lines)                    # queued settles, overdraft
 
-The cost is computed here and only here, by ``Tariff.bill`` within each
-model's ceiling (``gateway.money.ceiling``): the delivered answer, plus
-every refused answer of an escalation, each from its own usage and filed in
-the ledger under its own model. Then it is written to the outcome for the
-request log and settled against the one reservation. Nothing here raises:
-the answer is already decided.
+The cost is computed here and only here, by ``Tariff.bill`` on each model's
+ceiling (``gateway.money.ceiling``): the delivered answer, plus every
+refused answer of an escalation, each from its own usage and filed in the
+ledger under its own model. Then it is settled against the one
+reservation. Nothing here raises: the answer is already decided. A leaf
+below the pipeline: it takes the budget store and plain values, never the
+app's state (``[tool.importlinter]``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from budget.pricing import usd
 from budget.reservation import Progress, Reservation
+from budget.store import BudgetStore
 from core.config import ModelConfig
 from core.types import Usage
 from gateway.money.ceiling import Billed, Ceiling, Demand, Tariff
 from gateway.money.metering import count_answer_tokens, count_relayed_tokens
 from gateway.money.pricing import cost_nano
 from gateway.money.reserve import settle_budget
-from gateway.pipeline.attempts import Attempts
-from gateway.pipeline.outcome import Outcome
-
-if TYPE_CHECKING:
-    from gateway.state import AppState
 
 logger = logging.getLogger("routegate.billing")
+
+
+class Charged(Protocol):
+    """An attempt whose answer was generated and refused (an escalation): it is billed."""
+
+    @property
+    def model(self) -> ModelConfig: ...
+
+    @property
+    def usage(self) -> Usage | None: ...
+
+    @property
+    def answer(self) -> Any: ...
+
+    @property
+    def chunks(self) -> int: ...
+
+
+class Relayed(Protocol):
+    def tokens_so_far(self) -> int:
+        """Our count of what a stream has relayed up to now."""
+        ...
 
 
 @dataclass(slots=True)
@@ -49,8 +69,10 @@ class Bill:
     relayed_chunks: int = 0               # token-bearing chunks a stream relayed
     relayed_text: list[str] | None = None  # what they carried, to count if no usage came
     usage_sent: bool = False              # the upstream sent a usage object (readable or not)
-    attempts: Attempts | None = None      # the request's attempts, while it runs
-    relay: Any = None                     # the stream being relayed (a StreamRelay), if any
+    # While the request runs: which model's attempt went upstream (None: none yet), and
+    # the stream being relayed, if any. The lease renewals read both (``progress``).
+    upstream: Callable[[], ModelConfig | None] | None = None
+    relay: Relayed | None = None
     streamed: Any = None                  # a stream kept for its shadow: its answer (not billed)
     _delivered: Billed | None = None      # the served answer, billed once
 
@@ -80,13 +102,11 @@ class Bill:
 
     def progress(self) -> Progress | None:
         """What the request has run up so far, for its lease renewals (a replica that
-        dies mid-request is billed this): once an attempt started, its prompt at our
-        count, and the tokens a stream relayed, counted with the model's tokenizer."""
-        attempts = self.attempts
-        if (attempts is None or not attempts.started or attempts.model is None
-                or self.demand is None):
+        dies mid-request is billed this): once an attempt went upstream, its prompt at
+        our count, and the tokens a stream relayed, counted with the model's tokenizer."""
+        model = self.upstream() if self.upstream is not None else None
+        if model is None or self.demand is None:
             return None
-        model = attempts.model
         prompt = self.demand.ours(model)
         output = self.relay.tokens_so_far() if self.relay is not None else 0
         return model.name, prompt, output, cost_nano(model, prompt, output, self.rate)
@@ -117,72 +137,81 @@ class Line:
     cost: int
 
 
-def _lines(o: Outcome, attempts: Attempts, bill: Bill) -> list[Line]:
-    """The refused answers first, the delivered one last."""
-    lines = []
-    anomalies = []
-    for a in attempts.discarded if bill.demand is not None else ():
+@dataclass(slots=True)
+class Lines:
+    """What a request is billed: its ledger lines (the refused answers first, the
+    delivered one last), and what the log says of them."""
+
+    lines: list[Line] = field(default_factory=list)
+    anomaly: str | None = None        # the last usage correction, if any
+    estimated: bool = False           # the delivered answer's usage is our own count
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(x.usage.prompt_tokens for x in self.lines)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(x.usage.completion_tokens for x in self.lines)
+
+    @property
+    def cost(self) -> int:
+        return sum(x.cost for x in self.lines)
+
+
+def bill_lines(bill: Bill, discarded: Sequence[Charged], model: ModelConfig | None,
+               cancelled: bool) -> Lines:
+    """The request's lines: ``discarded`` answers, then the one ``model`` delivered.
+    ``cancelled``: the client left after the call went upstream (its prompt was read)."""
+    out = Lines()
+    anomalies: list[str | None] = []
+    for a in discarded if bill.demand is not None else ():
         billed = bill.billed(a.model, a.usage, a.answer, a.chunks)
         anomalies.append(billed.anomaly)
-        lines.append(Line(a.model, billed.usage, billed.cost))
-    model = attempts.model
-    # A client that left while its request still queued for a slot cost nothing.
-    cancelled = o.status == 499 and attempts.started
+        out.lines.append(Line(a.model, billed.usage, billed.cost))
     delivered = None if model is None else bill.delivered(model, cancelled)
     if model is not None and delivered is not None:
-        o.usage_estimated = delivered.usage.estimated
+        out.estimated = delivered.usage.estimated
         anomalies.append(delivered.anomaly)
-        lines.append(Line(model, delivered.usage, delivered.cost))
-    o.usage_anomaly = next((a for a in reversed(anomalies) if a), None)
-    return lines
+        out.lines.append(Line(model, delivered.usage, delivered.cost))
+    out.anomaly = next((a for a in reversed(anomalies) if a), None)
+    return out
 
 
-def _overdraft(o: Outcome, reservation: Reservation, lines: list[Line]) -> None:
-    """An upstream that counted more than was reserved is billed all the same: the
-    excess is an overdraft, logged and metered, and the team's next request is
-    judged on the true spend (``gateway/money/ceiling.py``)."""
-    billed = sum(line.cost for line in lines)
-    if reservation.amount and billed > reservation.amount:
-        o.overdraft_usd = usd(billed - reservation.amount)
-        logger.info("request %s of team %s: billed %d nano-USD, %d above its reservation "
-                    "(an overdraft: the upstream counted more than we did)", o.request_id,
-                    o.team, billed, billed - reservation.amount)
+@dataclass(slots=True)
+class Settled:
+    futures: list[asyncio.Future[None]] = field(default_factory=list)   # done once stored
+    overdraft: int = 0        # nano-USD billed above the reservation (the upstream counted more)
 
 
-def _report(o: Outcome, lines: list[Line]) -> None:
-    prompt = completion = cost = 0
-    energy: float | None = None
-    for x in lines:       # usually one line: a loop, not four generators
-        prompt += x.usage.prompt_tokens
-        completion += x.usage.completion_tokens
-        cost += x.cost
-        per_token = x.model.energy_j_per_token
-        if per_token is not None:
-            energy = (energy or 0.0) + per_token * (x.usage.prompt_tokens + x.usage.completion_tokens)
-    o.prompt_tokens, o.completion_tokens, o.cost_usd, o.energy_j = (prompt, completion, usd(cost),
-                                                                    energy)
-
-
-def settle(gw: AppState, o: Outcome, attempts: Attempts, bill: Bill) -> list[asyncio.Future[None]]:
+def settle_lines(store: BudgetStore | None, bill: Bill, lines: Lines, request_id: str = ""
+                 ) -> Settled:
     """Bill every line and release the hold; the settles are queued when this
     returns, and each future is done once its spend is stored (Redis or the
-    journal). Nobody has to wait for them: a live response is already sent."""
-    lines = _lines(o, attempts, bill)
-    _report(o, lines)
-    if bill.reservation is None:
-        return []
+    journal). Nobody has to wait for them: a live response is already sent.
+
+    An upstream that counted more than was reserved is billed all the same: the
+    excess is an overdraft, logged here (and metered from the outcome), and the
+    team's next request is judged on the true spend (``ceiling.py``)."""
+    out = Settled()
+    if bill.reservation is None or store is None:
+        return out
     reservation, bill.reservation = bill.reservation, None
-    _overdraft(o, reservation, lines)
-    settled: list[asyncio.Future[None]] = []
+    if reservation.amount and lines.cost > reservation.amount:
+        out.overdraft = lines.cost - reservation.amount
+        logger.info("request %s of team %s: billed %d nano-USD, %d above its reservation "
+                    "(an overdraft: the upstream counted more than we did)", request_id,
+                    reservation.team, lines.cost, out.overdraft)
     try:
-        for i, line in enumerate(lines[:-1]):
-            settled.append(settle_budget(gw, reservation, line.model, line.usage, line.cost,
-                                         attempt=i + 1))
-        if lines:
-            last = lines[-1]
-            settled.append(settle_budget(gw, reservation, last.model, last.usage, last.cost))
+        for i, line in enumerate(lines.lines[:-1]):
+            out.futures.append(settle_budget(store, reservation, line.model, line.usage,
+                                             line.cost, attempt=i + 1))
+        if lines.lines:
+            last = lines.lines[-1]
+            out.futures.append(settle_budget(store, reservation, last.model, last.usage,
+                                             last.cost))
         else:
-            settled.append(settle_budget(gw, reservation, attempts.model, None, 0))
+            out.futures.append(settle_budget(store, reservation, None, None, 0))
     except Exception:  # settling must never break a response already sent
-        logger.exception("request %s: settling the budget failed", o.request_id)
-    return settled
+        logger.exception("request %s: settling the budget failed", request_id)
+    return out

@@ -18,6 +18,7 @@ from typing import Any
 from backends.base import ChunkStream, WrappedStream
 from backends.sse import SSEEvent
 from gateway.pipeline.relay import too_long
+from gateway.pipeline.tool_calls import ToolCalls
 
 
 def _token_logprobs(logprobs: Any) -> list[float]:
@@ -39,32 +40,10 @@ def completion_message(data: Any) -> tuple[dict[str, Any], str | None, list[floa
             _token_logprobs(choice.get("logprobs")))
 
 
-MAX_TOOL_CALLS = 128   # tool-call indexes an assembled answer keeps (upstream-supplied)
-
-
-def _merge_tool_calls(calls: dict[int, dict[str, Any]], deltas: Any) -> None:
-    """Add a delta's tool-call pieces; a malformed piece (the upstream's) is skipped."""
-    for delta in deltas if isinstance(deltas, list) else ():
-        if not isinstance(delta, dict):
-            continue
-        index = delta.get("index") or 0
-        fn = delta.get("function") or {}
-        if (isinstance(index, bool) or not isinstance(index, int) or not isinstance(fn, dict)
-                or not 0 <= index < MAX_TOOL_CALLS):
-            continue
-        call = calls.setdefault(index, {"type": "function",
-                                        "function": {"name": "", "arguments": ""}})
-        if isinstance(delta.get("id"), str) and delta["id"]:
-            call["id"] = delta["id"]
-        for part in ("name", "arguments"):
-            if isinstance(fn.get(part), str):
-                call["function"][part] += fn[part]
-
-
 def stream_message(events: list[SSEEvent]) -> tuple[dict[str, Any], str | None, list[float]]:
     """The first choice's message, assembled from a stream's deltas."""
     content: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
+    calls = ToolCalls()
     finish, logprobs = None, []
     for event in events:
         data = event.data if isinstance(event.data, dict) else {}
@@ -76,12 +55,12 @@ def stream_message(events: list[SSEEvent]) -> tuple[dict[str, Any], str | None, 
             delta = delta if isinstance(delta, dict) else {}
             if isinstance(delta.get("content"), str):
                 content.append(delta["content"])
-            _merge_tool_calls(calls, delta.get("tool_calls"))
+            calls.feed(delta.get("tool_calls"))
             finish = choice.get("finish_reason") or finish
             logprobs += _token_logprobs(choice.get("logprobs"))
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
-    if calls:
-        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    if calls.calls:
+        message["tool_calls"] = calls.assembled()
     return message, finish, logprobs
 
 

@@ -26,13 +26,14 @@ import orjson
 
 from backends.base import ChunkStream, Completion
 from backends.sse import SSEEvent
+from budget.nanousd import usd
 from core.config import ModelConfig
 from core.errors import GatewayError, InvalidRequest
 from gateway.auth import Caller
 from gateway.ids import client_request_id, issued_s, new_request_id
 from gateway.money.pricing import pool_rate
-from gateway.money.reserve import ladder_ceilings, reserve_budget
-from gateway.money.settle import Bill, settle
+from gateway.money.reserve import Payer, ladder_ceilings, reserve_budget
+from gateway.money.settle import Bill, Lines, bill_lines, settle_lines
 from gateway.observe.otel import NO_SPAN, Span
 from gateway.pipeline.answers import streamed_answer
 from gateway.pipeline.attempts import AnswerCheck, Attempts
@@ -87,7 +88,7 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
                 endpoint=door.name)
     started = time.perf_counter()
     attempts, bill = Attempts(), Bill(gw.tariff)
-    bill.attempts = attempts
+    bill.upstream = lambda: attempts.model if attempts.started else None
     span = gw.tracer.start_request(headers)     # NO_SPAN unless otel.endpoint is set
     req: ModelRequest | None = None
     try:
@@ -165,12 +166,33 @@ def _tally(o: Outcome, attempts: Attempts, started: float) -> None:
 
 async def _settle(gw: AppState, o: Outcome, attempts: Attempts, bill: Bill, span: Span,
                   wait: bool) -> None:
-    """Bill the request; with ``wait``, return once its spend is stored."""
+    """Bill the request (``gateway/money/settle.py``) and write it to the outcome; with
+    ``wait``, return once its spend is stored."""
     stage = span.child("settle")
-    settled = settle(gw, o, attempts, bill)
-    if wait and settled:
-        await asyncio.shield(asyncio.gather(*settled))
+    # A client that left while its request still queued for a slot cost nothing.
+    cancelled = o.status == 499 and attempts.started
+    lines = bill_lines(bill, attempts.discarded, attempts.model, cancelled)
+    _report(o, lines)
+    settled = settle_lines(gw.budget if gw.config.budget.enabled else None, bill, lines,
+                           o.request_id)
+    if settled.overdraft:
+        o.overdraft_usd = usd(settled.overdraft)
+    if wait and settled.futures:
+        await asyncio.shield(asyncio.gather(*settled.futures))
     stage.end()
+
+
+def _report(o: Outcome, billed: Lines) -> None:
+    """The bill's figures in the outcome: the request log, the metrics and the labels."""
+    o.usage_estimated, o.usage_anomaly = billed.estimated, billed.anomaly
+    o.prompt_tokens, o.completion_tokens = billed.prompt_tokens, billed.completion_tokens
+    o.cost_usd = usd(billed.cost)
+    energy: float | None = None
+    for x in billed.lines:       # usually one line
+        per_token = x.model.energy_j_per_token
+        if per_token is not None:
+            energy = (energy or 0.0) + per_token * (x.usage.prompt_tokens + x.usage.completion_tokens)
+    o.energy_j = energy
 
 
 async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: Caller,
@@ -187,12 +209,14 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
     bill.rate = pool_rate(gw.config, o.pool)
     bill.demand = features.demand
     bill.demand.team = caller.team.name
-    bill.ceilings = ladder_ceilings(gw, decision, features.demand, bill.rate)
+    bill.ceilings = ladder_ceilings(gw.tariff, gw.models, (decision.model, *decision.fallbacks),
+                                    features.demand, bill.rate)
     check = AnswerCheck.for_request(gw.config.escalation, req)
     stage = span.child("reserve")
-    bill.reservation = await reserve_budget(gw, caller, o.request_id, decision.model,
-                                            bill.ceilings, every_attempt_bills=check is not None,
-                                            stable=stable, counted=not own)
+    payer = Payer(caller.team.name, caller.team.budget, caller.key_id, caller.key.budget)
+    bill.reservation = await reserve_budget(
+        gw.budget if gw.config.budget.enabled else None, payer, o.request_id, decision.model,
+        bill.ceilings, every_attempt_bills=check is not None, stable=stable, counted=not own)
     stage.end()
     if bill.reservation is not None:
         bill.reservation.progress = bill.progress      # what its lease renewals record

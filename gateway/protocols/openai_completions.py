@@ -13,7 +13,7 @@ billed), so the request's ceiling is ``prompts × best_of`` answers.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from core.errors import InvalidRequest
 from gateway.observe.tracing import TraceContext
@@ -27,42 +27,10 @@ from gateway.pipeline.request import (
     positive_int,
     typed,
 )
-from gateway.protocols.openai_chat import ChatDoor
+from gateway.protocols.openai_shape import OpenAIShape, prompts_of
 
 if TYPE_CHECKING:
     from gateway.auth import Caller
-
-MAX_PROMPTS = 2048
-
-
-def prompts_of(value: Any, param: str) -> tuple[list[str], int]:
-    """(the texts, the count of prompt tokens given as ids) of a prompt or input field."""
-    if isinstance(value, str):
-        return [value], 0
-    if isinstance(value, list) and value and all(_is_id(t) for t in value):
-        return [""], len(value)
-    if not isinstance(value, list) or not value:
-        raise InvalidRequest(f"'{param}' must be a string, an array of strings, or token ids",
-                             param=param, code="missing_required_parameter" if value is None
-                             else "invalid_value")
-    if len(value) > MAX_PROMPTS:
-        raise InvalidRequest(f"'{param}' holds at most {MAX_PROMPTS} items", param=param)
-    texts, ids = [], 0
-    for i, item in enumerate(value):
-        if isinstance(item, str):
-            texts.append(item)
-        elif isinstance(item, list) and item and all(_is_id(t) for t in item):
-            texts.append("")
-            ids += len(item)
-        else:
-            raise InvalidRequest(f"'{param}[{i}]' must be a string or token ids",
-                                 param=f"{param}[{i}]")
-    return texts, ids
-
-
-def _is_id(token: Any) -> bool:
-    return isinstance(token, int) and not isinstance(token, bool) and 0 <= token < 2**31
-
 
 def parse_completion(raw: bytes, headers: Mapping[str, str]) -> ModelRequest:
     body = load_object(raw)
@@ -84,7 +52,7 @@ def parse_completion(raw: bytes, headers: Mapping[str, str]) -> ModelRequest:
         templated=False, extra_prompt_tokens=ids, trace=TraceContext.from_headers(headers))
 
 
-class CompletionsDoor(ChatDoor):
+class CompletionsDoor(OpenAIShape):
     """Everything but parsing is chat's: OpenAI's shapes, passed through."""
 
     name = "completions"

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 from core.errors import InvalidRequest
 from gateway.observe.tracing import TraceContext
 from gateway.pipeline.request import EMBEDDING, ModelRequest, load_object, off_loop, positive_int
-from gateway.protocols.openai_chat import ChatDoor
-from gateway.protocols.openai_completions import prompts_of
+from gateway.protocols.openai_shape import OpenAIShape, prompts_of
 
 if TYPE_CHECKING:
     from gateway.auth import Caller
@@ -47,7 +46,7 @@ def parse_embedding(raw: bytes, headers: Mapping[str, str]) -> ModelRequest:
         extra_prompt_tokens=ids, trace=TraceContext.from_headers(headers))
 
 
-class EmbeddingsDoor(ChatDoor):
+class EmbeddingsDoor(OpenAIShape):
     """Everything but parsing is chat's: OpenAI's shapes, passed through."""
 
     name = "embeddings"

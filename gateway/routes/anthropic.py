@@ -25,8 +25,8 @@ import orjson
 from budget.journal import RELEASE_ONLY
 from core.config import GatewayConfig, ModelConfig
 from core.errors import GatewayError
-from gateway.asgi import Handler, HTTPExchange
 from gateway.auth import Caller
+from gateway.exchange import Handler, HTTPExchange
 from gateway.ids import new_request_id, response_request_id
 from gateway.pipeline.features import LONG_PROMPT_BYTES
 from gateway.pipeline.request import check_shape, load_object

@@ -10,7 +10,7 @@ last byte went out, so the client never waits for it.
 
 from __future__ import annotations
 
-from gateway.asgi import Handler, HTTPExchange
+from gateway.exchange import Handler, HTTPExchange
 from gateway.pipeline.serve import serve
 from gateway.protocols import DOOR_PATHS
 from gateway.state import AppState

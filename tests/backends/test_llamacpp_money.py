@@ -18,7 +18,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
 from classifiers.length import counter_for
 from gateway.money.prompt_meter import SLACK, PromptMeter
 from tests.support import TEST_KEY, Gateway, run_gateway

@@ -7,7 +7,8 @@ import pytest
 
 from backends.aiohttp_transport import AiohttpTransport
 from backends.http1 import ConnectionPool
-from backends.transport import Origin, ResponseTooLarge, make_transport
+from backends.transport import Origin, ResponseTooLarge
+from backends.transports import make_transport
 from core.config import ModelConfig, Price, TransportConfig
 from tests.backends.rawserver import QUICK, chunked, fixed, raw_server, synchronous
 

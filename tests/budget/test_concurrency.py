@@ -6,7 +6,7 @@ import asyncio
 import random
 from pathlib import Path
 
-from budget.pricing import usd
+from budget.nanousd import usd
 from budget.redis_client import open_redis
 from core.budget_config import Limits
 from core.errors import QuotaExceeded

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from budget.keys import KeySpace, Windows
-from budget.pricing import cost_nanousd, usd, usd_to_nano
+from budget.nanousd import cost_nanousd, usd, usd_to_nano
 from budget.redis_client import cluster_url
 from budget.rejections import rate_retry_after
 from budget.scripts import ReserveReply, ScopeFigures, SoftHard, limit_values

@@ -16,8 +16,8 @@ from core.config import load_config
 from gateway.auth import Caller
 from gateway.pipeline.features import measure
 from gateway.pipeline.routing import Router
-from gateway.protocols.openai_chat import parse_chat
-from gateway.state import build_backends
+from gateway.protocols.chat_body import parse_chat
+from gateway.upstreams import build_backends
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = [json.loads(line) for line in

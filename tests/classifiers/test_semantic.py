@@ -91,7 +91,7 @@ def test_model_adds_the_semantic_term(embedder) -> None:
 
 
 def test_residual_fit_recovers_a_linear_term_on_raw_embeddings() -> None:
-    from classifiers.training import TrainConfig, _semantic_residual
+    from lab.training import TrainConfig, _semantic_residual
 
     rng = np.random.default_rng(1)
     raw = rng.normal(loc=0.3, scale=0.1, size=(400, SEMANTIC_DIM))  # a common direction

@@ -14,7 +14,7 @@ import contextlib
 
 import pytest
 
-from budget.pricing import cost_nanousd, usd, usd_to_nano
+from budget.nanousd import cost_nanousd, usd, usd_to_nano
 from classifiers.length import counter_for
 from tests.e2e.traffic import (
     HELLO,

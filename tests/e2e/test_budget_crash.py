@@ -19,7 +19,7 @@ import time
 import aiohttp
 import pytest
 
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
 from classifiers.length import counter_for
 from core.budget_config import BudgetSettings
 from gateway.money.prompt_meter import PromptMeter

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from budget.pricing import usd_to_nano
+from budget.nanousd import usd_to_nano
 from tests.budget.servers import RedisServer
 from tests.e2e.traffic import (
     Outcome,

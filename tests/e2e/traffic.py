@@ -24,7 +24,7 @@ import aiohttp
 import redis
 
 from budget.keys import KeySpace
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
 from tests.support import TEST_KEY
 
 SHARED_REDIS = "redis://127.0.0.1:6379/0"

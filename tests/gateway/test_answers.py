@@ -7,7 +7,8 @@ skipped, so a shadow's or an escalation's reading of the stream cannot raise.
 import orjson
 
 from backends.sse import SSEEvent
-from gateway.pipeline.answers import MAX_TOOL_CALLS, stream_message
+from gateway.pipeline.answers import stream_message
+from gateway.pipeline.tool_calls import MAX_TOOL_CALLS
 
 
 def _event(data: object) -> SSEEvent:

@@ -23,7 +23,7 @@ import openai
 import orjson
 import pytest
 
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
 from tests.support import (
     OTHER_KEY,
     REPO,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
 from core.config import parse_config
 from gateway.pipeline.serve import run_line
 from gateway.protocols.openai_chat import CHAT_DOOR

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from openai.types.chat import ChatCompletionMessageParam
 
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
 from tests.support import TEST_KEY, Gateway, base_config, hashed, run_gateway
 
 HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]

@@ -12,7 +12,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
 from scheduling.fleet_health import EVERY_S
 from tests.support import TEST_KEY, Gateway, base_config, run_gateway
 

@@ -18,7 +18,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
 from tests.support import OTHER_KEY, TEST_KEY, Gateway, base_config, run_gateway
 
 HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]

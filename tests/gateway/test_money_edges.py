@@ -27,7 +27,7 @@ from gateway.pipeline.dispatch import upstream_payload
 from gateway.pipeline.request import check_shape, structural_objects
 from gateway.protocols.anthropic_messages.parse import MessagesWire
 from gateway.protocols.anthropic_messages.stream import MessagesStream
-from gateway.protocols.openai_chat import chat_request
+from gateway.protocols.chat_body import chat_request
 from gateway.protocols.openai_responses.parse import ResponsesWire
 from gateway.protocols.openai_responses.render import output_items
 

@@ -1,6 +1,6 @@
 """Money against an independent count: what each door bills equals what an honest upstream counted.
 
-The simulator here (``backends/sim_count.py``) counts every prompt it receives
+The simulator here (``sim/count.py``) counts every prompt it receives
 from the raw request, with its own tokenizer and template: the messages, the
 tool definitions, the response schema and the images by OpenAI's tile rule.
 ``GET /sim/requests`` lists what it counted per request. Every test sends
@@ -27,7 +27,7 @@ import orjson
 import pytest
 from PIL import Image
 
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
 from tests.support import OTHER_KEY, TEST_KEY, Gateway, hashed, run_gateway, run_simulator
 
 PRICE_IN, PRICE_OUT = 1.0, 2.0

@@ -15,7 +15,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
 from classifiers.length import counter_for
 from tests.support import TEST_KEY, Gateway, base_config, clear_of_minute_turn, run_gateway
 

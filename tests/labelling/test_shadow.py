@@ -12,7 +12,7 @@ import openai
 import pytest
 from openai.types.shared_params import ResponseFormatJSONObject
 
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
 from classifiers.length import counter_for
 from labelling.compare import checkable, exact_scores, final_number, judge_messages, verdict
 from tests.gateway.test_escalation import cascade_config
@@ -220,7 +220,7 @@ def test_a_verbose_shadow_stays_within_the_bound_and_a_cut_answer_is_no_label(
     32), so its spend stays within rate x traffic x (shadow price / served
     price) plus one shadow's worst case; its answers, cut short, are not judged
     and label nothing."""
-    from budget.pricing import cost_nanousd
+    from budget.nanousd import cost_nanousd
     from tests.gateway.test_escalation import PRICES
 
     rate, n = 0.5, 12

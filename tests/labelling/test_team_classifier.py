@@ -44,7 +44,7 @@ def learned_small_is_enough(tmp_path: Path) -> Path:
     labels = tmp_path / "labels.jsonl"
     labels.write_text("\n".join(lines) + "\n")
     out = tmp_path / "learned"
-    run = subprocess.run([sys.executable, "-m", "gateway.cli", "learn", "--labels", str(labels),
+    run = subprocess.run([sys.executable, "-m", "routegate", "learn", "--labels", str(labels),
                           "--out", str(out), "--force"], cwd=REPO, env=child_env(),
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr

@@ -158,7 +158,7 @@ def test_learn_from_traffic_reads_the_teams_labels_and_writes_an_artifact(
             break
         asyncio.run(asyncio.sleep(0.1))
     out = tmp_path / "learned"
-    run = subprocess.run([sys.executable, "-m", "gateway.cli", "learn", "--from-traffic",
+    run = subprocess.run([sys.executable, "-m", "routegate", "learn", "--from-traffic",
                           "--team", "quiet", "--since", "1h", "--config", str(path),
                           "--out", str(out), "--force"],
                          cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=300)
@@ -169,7 +169,7 @@ def test_learn_from_traffic_reads_the_teams_labels_and_writes_an_artifact(
     assert provenance["by_source"] == {"escalation": 24}
     assert sorted(provenance["models"]) == ["medium", "small"]
     assert provenance["weak"] == "small"
-    nobody = subprocess.run([sys.executable, "-m", "gateway.cli", "learn", "--from-traffic",
+    nobody = subprocess.run([sys.executable, "-m", "routegate", "learn", "--from-traffic",
                              "--team", "nobody", "--config", str(path), "--out", str(out)],
                             cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=120)
     assert nobody.returncode == 2 and "no team 'nobody'" in nobody.stderr

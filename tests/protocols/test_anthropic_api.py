@@ -17,7 +17,7 @@ import orjson
 import pytest
 from anthropic.types import DocumentBlockParam, MessageParam, ToolParam
 
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
 from classifiers.length import counter_for
 from classifiers.prompt import structured_tokens
 from tests.support import (

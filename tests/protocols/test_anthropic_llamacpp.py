@@ -15,7 +15,7 @@ import anthropic
 import httpx
 import pytest
 
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
 from tests.support import TEST_KEY, Gateway, run_gateway
 from tests.upstreams.llamacpp import gemma_config
 

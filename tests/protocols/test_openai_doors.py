@@ -16,8 +16,8 @@ import httpx
 import openai
 import pytest
 
-from backends.sim_shapes import vector
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
+from sim.shapes import vector
 from tests.support import OTHER_KEY, TEST_KEY, Gateway, base_config, run_gateway
 
 EMBED_PRICE = 0.05

@@ -15,7 +15,7 @@ import openai
 import pytest
 import redis
 
-from budget.pricing import cost_nanousd
+from budget.nanousd import cost_nanousd
 from tests.support import TEST_KEY, Gateway, base_config, run_gateway
 
 PRICE_IN, PRICE_OUT = 0.2, 0.4            # the "fast" model of base_config

@@ -283,9 +283,13 @@ def test_an_upstreams_odd_answer_still_renders_a_valid_response(case: str, messa
 
 
 def test_odd_stream_chunks_are_skipped_not_fatal() -> None:
+    # One accumulator checks every stream's tool-call fragments (pipeline/tool_calls.py):
+    # an index that is not an integer, or a fragment that is not an object, is skipped.
     odd = [SSEEvent.from_data({"choices": "nope"}), SSEEvent.from_data({"choices": [7]}),
-           chunk({"tool_calls": [{"index": [0], "id": "c", "function": {"name": "f", "arguments": "{}"}}]}),
+           chunk({"tool_calls": [{"index": [0], "id": "x", "function": {"name": "g"}}]}),
+           chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{}"}}]}),
            chunk({"tool_calls": ["x"]}), chunk({}, ["stop"])]       # type: ignore[arg-type]
     events, _ = run(odd)
     assert events[-1]["type"] == "response.completed"
-    assert accumulated(events).output[0].arguments == "{}"
+    (call,) = accumulated(events).output
+    assert (call.call_id, call.name, call.arguments) == ("c", "f", "{}")  # type: ignore[union-attr]

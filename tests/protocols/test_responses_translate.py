@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from core.errors import InvalidRequest
-from gateway.protocols.openai_chat import chat_request
+from gateway.protocols.chat_body import chat_request
 from gateway.protocols.openai_responses.items import chat_messages
 from gateway.protocols.openai_responses.parse import translate
 from gateway.protocols.openai_responses.tools import chat_tool_choice, chat_tools, response_format

@@ -18,8 +18,8 @@ from redis.asyncio.cluster import RedisCluster
 from core.config import ModelConfig, Price
 from core.errors import ServiceUnavailable
 from core.types import LiveStats
-from scheduling.scheduler import PoolScheduler
-from scheduling.shared_backlog import SharedBacklog, backlog_key, share_backlogs
+from scheduling.scheduler import PoolScheduler, share_backlogs
+from scheduling.shared_backlog import SharedBacklog, backlog_key
 from tests.budget.servers import RedisClusterNodes
 
 RATE = 1000.0    # prompt tokens prefilled per second: 300 tokens take 0.3 s

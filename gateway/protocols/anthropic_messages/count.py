@@ -21,7 +21,7 @@ from classifiers.length import counter_for
 from gateway.pipeline.features import count_prompt
 from gateway.protocols.anthropic_messages.parse import to_chat_body
 from gateway.protocols.anthropic_messages.schema import check_request
-from gateway.protocols.openai_chat import chat_request
+from gateway.protocols.chat_body import chat_request
 
 
 def count_input_tokens(body: Mapping[str, Any], encoding: str) -> int:

@@ -27,7 +27,7 @@ import orjson
 from core.errors import InvalidRequest
 from gateway.pipeline.request import ModelRequest
 from gateway.protocols.anthropic_messages.schema import check_request
-from gateway.protocols.openai_chat import chat_request
+from gateway.protocols.chat_body import chat_request
 
 DROPPED_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 TOOL_ERROR_PREFIX = "Error: "      # chat's tool messages have no is_error: the text says it

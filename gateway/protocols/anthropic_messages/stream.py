@@ -27,6 +27,7 @@ import orjson
 from backends.sse import SSEEvent
 from core.errors import GatewayError
 from core.types import Usage
+from gateway.pipeline.tool_calls import Piece, ToolCalls
 from gateway.protocols.anthropic_messages.errors import error_body, status_of
 from gateway.protocols.anthropic_messages.parse import MessagesWire
 from gateway.protocols.anthropic_messages.render import (
@@ -56,6 +57,7 @@ class MessagesStream:
         self.blocks = 0                  # content blocks started
         self.open: str | None = None     # the kind of the open block (the last one), if any
         self.tools: dict[int, int] = {}  # upstream tool_call index -> its block's index
+        self.tool_calls = ToolCalls()    # their fragments, checked (pipeline/tool_calls.py)
         self.finish_reason: Any = None
         self.named_stop: Any = None
         self.refused = False             # the text is OpenAI's ``refusal``
@@ -79,10 +81,8 @@ class MessagesStream:
         elif isinstance(refusal, str) and refusal:
             self.refused = True
             out.extend(self._text(refusal))
-        calls = delta.get("tool_calls")
-        for call in calls if isinstance(calls, list) else ():
-            if isinstance(call, dict):
-                out.extend(self._tool_call(call))
+        for piece in self.tool_calls.feed(delta.get("tool_calls")):
+            out.extend(self._tool_call(piece))
         return out
 
     async def finish(self, usage: Usage) -> list[bytes]:
@@ -133,18 +133,14 @@ class MessagesStream:
         out.append(self._delta(self.blocks - 1, {"type": "text_delta", "text": text}))
         return out
 
-    def _tool_call(self, call: dict[str, Any]) -> list[bytes]:
+    def _tool_call(self, piece: Piece) -> list[bytes]:
         """A piece of a tool call: its first starts a tool_use block, arguments are deltas."""
-        index, function = call.get("index"), call.get("function")
-        index = index if isinstance(index, int) else 0
-        function = function if isinstance(function, dict) else {}
         out: list[bytes] = []
-        if index not in self.tools:
-            out = self._open(TOOL, {"type": "tool_use", "id": call.get("id") or new_id("toolu"),
-                                    "name": function.get("name") or "", "input": {}})
-            self.tools[index] = self.blocks - 1
-        arguments = function.get("arguments")
-        if isinstance(arguments, str) and arguments:
-            out.append(self._delta(self.tools[index], {"type": "input_json_delta",
-                                                       "partial_json": arguments}))
+        if piece.started:
+            out = self._open(TOOL, {"type": "tool_use", "id": piece.id or new_id("toolu"),
+                                    "name": piece.name, "input": {}})
+            self.tools[piece.index] = self.blocks - 1
+        if piece.arguments:
+            out.append(self._delta(self.tools[piece.index], {"type": "input_json_delta",
+                                                             "partial_json": piece.arguments}))
         return out

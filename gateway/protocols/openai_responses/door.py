@@ -26,7 +26,7 @@ import orjson
 from core.errors import GatewayError, NotFound
 from core.types import Usage
 from gateway.pipeline.request import ModelRequest, load_object, off_loop, typed
-from gateway.protocols.openai_chat import chat_request
+from gateway.protocols.chat_body import chat_request
 from gateway.protocols.openai_responses.parse import ResponsesWire, check_parameters, translate
 from gateway.protocols.openai_responses.render import assistant_message, completed_response
 from gateway.protocols.openai_responses.store import ResponseStore

@@ -33,6 +33,7 @@ import orjson
 from backends.sse import SSEEvent
 from core.errors import GatewayError, RateLimited
 from core.types import Usage
+from gateway.pipeline.tool_calls import Piece, ToolCalls
 from gateway.protocols.openai_responses.parse import ResponsesWire
 from gateway.protocols.openai_responses.render import (
     as_object,
@@ -69,6 +70,7 @@ class ResponsesStream:
         self.open: int | None = None          # the output index of the item still open
         self.text: list[str] = []             # the open message's text so far
         self.calls: dict[int, int] = {}       # chat tool_call index -> output index
+        self.tool_calls = ToolCalls()         # their fragments, checked (pipeline/tool_calls.py)
         self.finish_reason: str | None = None
 
     def _event(self, kind: str, **fields: Any) -> bytes:
@@ -98,9 +100,8 @@ class ResponsesStream:
         text = delta.get("content") or delta.get("refusal")
         if isinstance(text, str) and text:
             out += self._text(text)
-        for fragment in delta.get("tool_calls") or ():
-            if isinstance(fragment, dict):
-                out += self._call(fragment)
+        for piece in self.tool_calls.feed(delta.get("tool_calls")):
+            out += self._call(piece)
         if isinstance(choice.get("finish_reason"), str):
             self.finish_reason = choice["finish_reason"]
         return out
@@ -123,28 +124,24 @@ class ResponsesStream:
         return out + [self._event("response.output_text.delta", item_id=self.output[self.open]["id"],
                                   output_index=self.open, content_index=0, delta=delta, logprobs=[])]
 
-    def _call(self, fragment: dict[str, Any]) -> list[bytes]:
-        position = fragment.get("index")
-        position = position if isinstance(position, int) else 0
-        function = as_object(fragment.get("function"))
+    def _call(self, piece: Piece) -> list[bytes]:
         out: list[bytes] = []
-        index = self.calls.get(position)
-        if index is None:
+        if piece.started:
             out = self._close()
-            index = self.calls[position] = self.open = len(self.output)
-            call_id = fragment.get("id") or item_id(self.wire, "call", index)
-            self.output.append(call_item(self.wire, index, str(call_id), str(function.get("name") or ""),
-                                         "", "in_progress"))
+            index = self.calls[piece.index] = self.open = len(self.output)
+            call_id = piece.id or item_id(self.wire, "call", index)
+            self.output.append(call_item(self.wire, index, call_id, piece.name, "",
+                                         "in_progress"))
             out.append(self._event("response.output_item.added", output_index=index,
                                    item=self.output[index]))
+        index = self.calls[piece.index]
         item = self.output[index]
-        if not item["name"] and isinstance(function.get("name"), str):
-            item["name"] = function["name"]
-        arguments = function.get("arguments")
-        if isinstance(arguments, str) and arguments:
-            item["arguments"] += arguments
+        if not piece.started and not item["name"] and piece.name:
+            item["name"] = piece.name
+        if piece.arguments:
+            item["arguments"] += piece.arguments
             out.append(self._event("response.function_call_arguments.delta", item_id=item["id"],
-                                   output_index=index, delta=arguments))
+                                   output_index=index, delta=piece.arguments))
         return out
 
     def _close(self, message_status: str = "completed") -> list[bytes]:

@@ -1,0 +1,28 @@
+"""One backend per configured model: the one place the product may reach the simulator.
+
+    backends = build_backends(config)      # name -> Backend (backends/base.py)
+
+A model with ``backend: openai_compat`` speaks to its upstream over HTTP
+(``backends/openai_compat.py``, its own transport). One with ``backend:
+simulated`` is the simulator in process (``sim/backend.py``), imported here
+only then: a config of real upstreams never loads the simulator
+(``[tool.importlinter]`` in ``pyproject.toml`` allows this import alone).
+"""
+
+from __future__ import annotations
+
+from backends.base import Backend
+from backends.openai_compat import OpenAICompatBackend
+from core.config import GatewayConfig
+
+
+def build_backends(config: GatewayConfig) -> dict[str, Backend]:
+    backends: dict[str, Backend] = {}
+    for model in config.models:
+        if model.backend == "simulated":
+            from sim.backend import SimulatedBackend  # the lab's, imported only if used
+
+            backends[model.name] = SimulatedBackend(model)
+        else:
+            backends[model.name] = OpenAICompatBackend(model, max_rest_s=config.breaker.max_rest_s)
+    return backends

@@ -1,0 +1,55 @@
+"""The product and the lab apart, in a running process: what ``routegate serve`` imports.
+
+``lint-imports`` (pyproject.toml) holds the static contracts; this checks the
+one allowed door to the simulator: a gateway whose models are all
+``openai_compat`` never loads ``sim``, one with a ``simulated`` model does,
+and neither ever loads the lab.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+
+from tests.support import REPO, child_env
+
+SCRIPT = textwrap.dedent("""
+    import asyncio, json, sys
+    from core.config import parse_config
+    from gateway.state import AppState
+
+    async def main():
+        gw = await AppState.start(parse_config(json.loads(sys.argv[1])))
+        loaded = sorted({m.split(".")[0] for m in sys.modules
+                         if m.split(".")[0] in ("sim", "lab", "loadtest", "routegate")})
+        await gw.aclose()
+        print(json.dumps(loaded))
+
+    asyncio.run(main())
+""")
+
+
+def loaded_by(backend: str, tmp_path: object) -> list[str]:
+    model = {"name": "m", "price": {"input_per_mtok": 1, "output_per_mtok": 1}}
+    if backend == "openai_compat":
+        model.update(backend="openai_compat", base_url="http://127.0.0.1:9/v1")
+    config = {"models": [model], "redis_url": "redis://127.0.0.1:6379/0",
+              "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
+              "batch": {"enabled": False}, "data_dir": str(tmp_path),
+              "logging": {"requests": False}, "metrics": {"enabled": False}}
+    run = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(config)], cwd=REPO,
+                         env=child_env(), capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(("backend", "expected"), [("openai_compat", []),
+                                                   ("simulated", ["sim"])])
+def test_serving_imports_the_simulator_only_for_a_simulated_model(
+        backend: str, expected: list[str], tmp_path: object) -> None:
+    assert loaded_by(backend, tmp_path) == expected
