@@ -98,10 +98,15 @@ class PrefixAffinity:
     def least_loaded(self) -> int:
         return min(range(self.replicas), key=self.in_flight.__getitem__)
 
-    def pick(self, messages: Any) -> int:
-        """Choose a replica for a request and count it in flight there."""
+    def pick(self, messages: Any, preferred: int | None = None) -> int:
+        """Choose a replica for a request and count it in flight there: ``preferred`` (the
+        one that served this conversation's prefix last) while it is under the load
+        bound, else by the ring."""
         if self.replicas == 1:
             i = 0
+        elif preferred is not None and 0 <= preferred < self.replicas and (
+                self.in_flight[preferred] < self.bound()):
+            i = preferred
         else:
             key = prefix_key(messages, self.prefix_chars) if isinstance(messages, list) else b""
             i = self.place(key) if len(key) >= self.min_chars else self.least_loaded()

@@ -37,6 +37,9 @@ class UpstreamCall:
     deadline: float | None = None  # time.monotonic() by which the request must be done
     max_events: int = 1 << 30      # a stream longer than this is cut by the gateway (not here)
     route: str = "chat/completions"   # the OpenAI route: or "completions", "embeddings"
+    # The model's replica to prefer (its warm prefix: gateway/pipeline/warm.py); the
+    # backend sets the one it used.
+    replica: int | None = None
 
     def bound_s(self, total_s: float) -> float:
         """How long a non-streamed call may take: ``total_s``, or less when the

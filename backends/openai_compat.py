@@ -253,7 +253,8 @@ class OpenAICompatBackend:
     async def complete(self, call: UpstreamCall) -> Completion:
         started = time.perf_counter()
         self.stats.in_flight += 1
-        replica = self.affinity.pick(call.payload.get("messages") or call.payload.get("prompt"))
+        replica = call.replica = self.affinity.pick(
+            call.payload.get("messages") or call.payload.get("prompt"), call.replica)
         resp: Response | None = None
         deadline = asyncio.timeout(call.bound_s(self._total_s))
         try:
@@ -312,7 +313,8 @@ class OpenAICompatBackend:
         (so the gateway can still fall back before it sends the client anything)."""
         meter = StreamMeter(self.stats)
         self.stats.in_flight += 1
-        replica = self.affinity.pick(call.payload.get("messages") or call.payload.get("prompt"))
+        replica = call.replica = self.affinity.pick(
+            call.payload.get("messages") or call.payload.get("prompt"), call.replica)
         resp: Response | None = None
         try:
             async with asyncio.timeout(self._first_byte_s):

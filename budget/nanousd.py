@@ -1,6 +1,7 @@
 """Money as integers: every amount in Redis is nano-USD (1e-9 USD).
 
     cost_nanousd(1200, 300, input_per_mtok=0.15, output_per_mtok=0.60)  # 360_000
+    cost_nanousd(200, 300, 0.15, 0.60, cached_tokens=1000, cached_per_mtok=0.015)
     usd(360_000)                                                          # 0.00036
 
 Integers make sums exact: a thousand replicas adding a million request costs
@@ -48,18 +49,33 @@ def cost_nanousd(
     output_tokens: int,
     input_per_mtok: float,
     output_per_mtok: float,
+    cached_tokens: int = 0,
+    cached_per_mtok: float = 0.0,
+    written_tokens: int = 0,
+    write_per_mtok: float = 0.0,
 ) -> int:
-    """Cost of one request in nano-USD, rounded half-up once."""
-    if input_tokens < 0 or output_tokens < 0:
+    """Cost of one request in nano-USD, rounded half-up once. ``input_tokens`` are
+    billed at the input price, ``cached_tokens`` (read from a prompt cache) and
+    ``written_tokens`` (written to it) at theirs: three parts of the prompt, apart."""
+    if min(input_tokens, output_tokens, cached_tokens, written_tokens) < 0:
         raise ValueError("token counts must be >= 0")
     fine_in, fine_out = _fine(input_per_mtok), _fine(output_per_mtok)
-    if fine_in is not None and fine_out is not None:
-        fine = input_tokens * fine_in + output_tokens * fine_out
+    if not cached_tokens and not written_tokens:        # the usual case
+        if fine_in is not None and fine_out is not None:
+            fine = input_tokens * fine_in + output_tokens * fine_out
+            return (fine + _FINE_PER_NANO // 2) // _FINE_PER_NANO
+        exact = (input_tokens * _price(input_per_mtok) + output_tokens * _price(output_per_mtok)
+                 ) * _NANO_PER_TOKEN_AT_ONE_USD_PER_MTOK
+        return int(exact.to_integral_value(rounding=ROUND_HALF_UP))
+    parts = ((input_tokens, input_per_mtok), (output_tokens, output_per_mtok),
+             (cached_tokens, cached_per_mtok), (written_tokens, write_per_mtok))
+    fines = [_fine(price) for _, price in parts]
+    if all(f is not None for f in fines):
+        fine = sum(n * f for (n, _), f in zip(parts, fines, strict=True) if f is not None)
         return (fine + _FINE_PER_NANO // 2) // _FINE_PER_NANO
-    exact = (
-        input_tokens * _price(input_per_mtok) + output_tokens * _price(output_per_mtok)
-    ) * _NANO_PER_TOKEN_AT_ONE_USD_PER_MTOK
-    return int(exact.to_integral_value(rounding=ROUND_HALF_UP))
+    exact = sum((n * _price(price) for n, price in parts), Decimal(0))
+    return int((exact * _NANO_PER_TOKEN_AT_ONE_USD_PER_MTOK).to_integral_value(
+        rounding=ROUND_HALF_UP))
 
 
 def usd_to_nano(amount_usd: float) -> int:

@@ -17,9 +17,9 @@
 --       6 T:rl:<minute>  7 T:ledger:<day>  8 T:settled:<day>  9 T:once
 --       10 T:once:bill
 -- ARGV: 1 day ttl  2 month ttl  3 ledger ttl  4 settled ttl  5 stable id ttl
---       (all in s), then eight per request: request id, key id ('' = none),
+--       (all in s), then nine per request: request id, key id ('' = none),
 --       model, input tokens, output tokens, cost (nano-USD), stable (1|0),
---       settled at (ms, the gateway's clock; 0 unless stable)
+--       settled at (ms, the gateway's clock; 0 unless stable), cached input tokens
 --       (model '' = only release the request's hold, if any)
 -- Reply: {team d m r, then per request
 --         'settled'|'unreserved'|'duplicate'|'released'|'rebilled'}
@@ -60,7 +60,7 @@ local function settled_before(rid, stable)
 end
 
 -- Add one bill (or, with sign = negate, take it back) to a day's windows and ledger.
-local function charge(day, key, model, input, output, cost, requests, sign)
+local function charge(day, key, model, input, output, cost, requests, sign, cached)
   local d, m, l = KEYS[4], KEYS[5], KEYS[7]
   if day ~= today then
     d, l = tag .. ':d:' .. day, tag .. ':ledger:' .. day
@@ -76,15 +76,18 @@ local function charge(day, key, model, input, output, cost, requests, sign)
   later(l, model .. '|input_tokens', sign(input))
   later(l, model .. '|output_tokens', sign(output))
   later(l, model .. '|cost_nanousd', sign(cost))
+  if cached and cached ~= '0' and cached ~= '' then
+    later(l, model .. '|cached_tokens', sign(cached))
+  end
 end
 
 local function same(amount) return amount end
 
-local function mark_settled(rid, key, model, input, output, cost, stable, at)
+local function mark_settled(rid, key, model, input, output, cost, stable, at, cached)
   if stable == '1' then
     redis.call('ZADD', KEYS[9], now + once_ttl_ms, rid)
     redis.call('PEXPIRE', KEYS[9], once_ttl_ms)
-    redis.call('HSET', KEYS[10], rid, table.concat({at, today, key, model, input, output, cost}, '|'))
+    redis.call('HSET', KEYS[10], rid, table.concat({at, today, key, model, input, output, cost, cached or '0'}, '|'))
     redis.call('PEXPIRE', KEYS[10], once_ttl_ms)
   else
     redis.call('SADD', KEYS[8], rid)
@@ -92,21 +95,21 @@ local function mark_settled(rid, key, model, input, output, cost, stable, at)
 end
 
 -- A stable id settled before: bill this run instead if it is the later one.
-local function rebill(rid, key, model, input, output, cost, at)
+local function rebill(rid, key, model, input, output, cost, at, cached)
   local kept = redis.call('HGET', KEYS[10], rid)
   if not kept then return false end          -- settled before bills were kept
   local p = {}
   for part in string.gmatch(kept .. '|', '([^|]*)|') do p[#p + 1] = part end
   if tonumber(at) <= tonumber(p[1]) then return false end
   if p[2] == today or redis.call('EXISTS', tag .. ':d:' .. p[2]) == 1 then
-    charge(p[2], p[3], p[4], p[5], p[6], p[7], '-1', negate)
+    charge(p[2], p[3], p[4], p[5], p[6], p[7], '-1', negate, p[8] or '0')
   end
-  charge(today, key, model, input, output, cost, '1', same)
-  mark_settled(rid, key, model, input, output, cost, '1', at)
+  charge(today, key, model, input, output, cost, '1', same, cached)
+  mark_settled(rid, key, model, input, output, cost, '1', at, cached)
   return true
 end
 
-local function settle_one(rid, key, model, input, output, cost, stable, at)
+local function settle_one(rid, key, model, input, output, cost, stable, at, cached)
   if model == '' then
     -- Release only: a reserve whose reply the gateway never got, for a
     -- request it then refused. Nothing is billed or counted.
@@ -117,7 +120,7 @@ local function settle_one(rid, key, model, input, output, cost, stable, at)
     -- A reserve retried after its settle left a stray hold: release it now
     -- rather than at its expiry. Nothing is billed twice.
     local r = take_reservation(rid, later)
-    if stable == '1' and rebill(rid, key, model, input, output, cost, at) then
+    if stable == '1' and rebill(rid, key, model, input, output, cost, at, cached) then
       if r then correct_tokens(r, input, output) end
       return 'rebilled'
     end
@@ -129,17 +132,17 @@ local function settle_one(rid, key, model, input, output, cost, stable, at)
     state = 'settled'
     correct_tokens(r, input, output)
   end
-  charge(today, key, model, input, output, cost, '1', same)
-  mark_settled(rid, key, model, input, output, cost, stable, at)
+  charge(today, key, model, input, output, cost, '1', same, cached)
+  mark_settled(rid, key, model, input, output, cost, stable, at, cached)
   return state
 end
 
 purge_expired(now)
 local states = {}
 local billed = false
-for i = 6, #ARGV, 8 do
+for i = 6, #ARGV, 9 do
   local state = settle_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
-                           ARGV[i + 5], ARGV[i + 6], ARGV[i + 7])
+                           ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8])
   billed = billed or state == 'settled' or state == 'unreserved' or state == 'rebilled'
   states[#states + 1] = state
 end

@@ -202,8 +202,10 @@ class BudgetStore(AdminCalls):
         output_tokens: int,
         cost_nanousd: int,
         model: str | None = None,
+        cached_tokens: int = 0,
     ) -> asyncio.Future[None]:
         """Bill the real cost and release the rest. Never raises.
+        ``cached_tokens``: of ``input_tokens``, those read from a prompt cache (ledger).
 
         ``model`` is the model that answered, for the ledger (a fallback's
         answer is not filed under the first choice); default the reserved one.
@@ -230,7 +232,7 @@ class BudgetStore(AdminCalls):
                       res.request_id, cost_nanousd, min(max(cost_nanousd, 0), MAX_SETTLE_NANOUSD))
             cost_nanousd = min(max(cost_nanousd, 0), MAX_SETTLE_NANOUSD)
         entry = res.journal_entry(input_tokens, output_tokens, cost_nanousd,
-                                  res.model if model is None else model)
+                                  res.model if model is None else model, cached_tokens)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self._suspect_down():
             self._journal_then(entry, done)
@@ -272,7 +274,7 @@ class BudgetStore(AdminCalls):
             windows=Windows(entry.day, entry.month, entry.minute), key_id=entry.key_id,
             model=entry.model, input_tokens=entry.input_tokens,
             output_tokens=entry.output_tokens, cost=entry.cost_nanousd, stable=entry.stable,
-            at_ms=entry.at_ms)
+            at_ms=entry.at_ms, cached_tokens=entry.cached_tokens)
 
     async def _apply(self, entry: JournalEntry) -> None:
         """Settle one journalled entry now; raises what Redis raised (journal replay)."""

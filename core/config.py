@@ -18,177 +18,41 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-import tiktoken
 import yaml
 from pydantic import (
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
 from core.batch_config import BatchSettings
 from core.budget_config import BudgetSettings, Limits
+from core.cache_config import ResponseCacheConfig
 from core.config_errors import ConfigError, UniqueKeyLoader, schema_errors
 from core.escalation_config import BreakerConfig, EscalationConfig
 from core.learning_config import LearningSettings, ShadowConfig
-from core.load_metrics_config import LoadMetricsConfig
+from core.model_config import (  # the models' section, re-exported: importers read it here
+    POOL_NAMES,
+    ModelConfig,
+    ModelName,
+    PoolName,
+    Price,
+    SimulateConfig,
+    Timeouts,
+    TransportConfig,
+    known_encodings,
+)
 from core.otel_config import OtelConfig
 from core.responses_config import ResponsesSettings
-from core.scheduler_config import DEFAULT_MAX_CONCURRENCY, SchedulerConfig
 from core.storage_config import StorageSettings
-from core.strict import Strict, check_http_url
+from core.strict import Strict
 
-PoolName = Literal["interactive", "batch"]
-POOL_NAMES: tuple[PoolName, ...] = ("interactive", "batch")
-
-
-@cache
-def known_encodings() -> frozenset[str]:
-    # The registered names only: no BPE file is read or downloaded.
-    return frozenset(tiktoken.list_encoding_names())
-
-
-class Price(Strict):
-    # Capped so that a request's cost stays a sane nano-USD integer.
-    input_per_mtok: float = Field(ge=0, le=1_000_000)
-    output_per_mtok: float = Field(ge=0, le=1_000_000)
-
-
-class SimulateConfig(Strict):
-    """Knobs of the latency-faithful simulator (``sim/backend.py``)."""
-
-    prefill_tokens_per_s: float = Field(default=4000, gt=0)
-    tpot_ms: float = Field(default=20, gt=0, description="decode time per token, batch of one")
-    batch_slowdown: float = Field(default=0.04, ge=0, description="tpot grows by this per extra sequence")
-    max_batch: int = Field(default=16, ge=1)
-    # The KV cache's size in tokens, for the KV-use reading of /metrics; by default
-    # KV_TOKENS_PER_SLOT per batch slot, so that the slots bind before the cache does.
-    kv_cache_tokens: int | None = Field(default=None, ge=1, le=1 << 30)
-    output_tokens_mean: int = Field(default=120, ge=1)
-    error_rate: float = Field(default=0, ge=0, le=1)
-    timeout_rate: float = Field(default=0, ge=0, le=1)
-    drop_rate: float = Field(default=0, ge=0, le=1)
-    invalid_json_rate: float = Field(default=0, ge=0, le=1)
-    invalid_tool_args_rate: float = Field(default=0, ge=0, le=1)
-    # Mean token logprob of this model's answers (logprobs are drawn around it):
-    # a weak model is less sure of itself, which escalation.min_logprob can act on.
-    logprob_mean: float = Field(default=-0.5, le=0)
-    seed: int | None = None
-    # An embedding model's vectors (kind: embedding), when the request names no dimensions.
-    embedding_dimensions: int = Field(default=256, ge=1, le=8192)
-
-
-class Timeouts(Strict):
-    """Upstream timeouts (README, "Timeouts")."""
-
-    connect_s: float = Field(default=3, gt=0)          # TCP (and TLS) connect
-    first_byte_s: float = Field(default=60, gt=0)      # request sent -> first response byte
-    between_chunks_s: float = Field(default=30, gt=0)  # streams: silence between two reads
-    total_s: float = Field(default=600, gt=0)          # non-streamed: the whole answer
-    pool_wait_s: float = Field(default=5, gt=0)        # waiting for a free upstream connection
-
-
-class TransportConfig(Strict):
-    """How a model's upstream HTTP is sent (``backends/transport.py``).
-
-    ``auto``: the lean httptools client for plain ``http://`` upstreams with no
-    proxy in the environment, else aiohttp (TLS, ``HTTPS_PROXY``, ...)."""
-
-    kind: Literal["auto", "lean", "aiohttp"] = "auto"
-    max_connections: int = Field(default=64, ge=1)     # per upstream host
-    max_queue: int = Field(default=1024, ge=0)         # requests waiting for a connection
-    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
-    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
-    idle_s: float = Field(default=4.0, gt=0)           # below common upstream keep-alives (5 s)
-    dns_ttl_s: float = Field(default=60.0, ge=0)
-
-
-ModelName = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9._:/-]+$")]
-
-
-class ModelConfig(Strict):
-    name: ModelName
-    # chat: /v1/chat/completions, /v1/completions and the doors translated onto chat;
-    # embedding: /v1/embeddings only, named explicitly, never classified or routed.
-    kind: Literal["chat", "embedding"] = "chat"
-    # Other names clients may use for this model (e.g. gpt-4o-mini), in every door.
-    aliases: list[ModelName] = Field(default_factory=list, max_length=64)
-    backend: Literal["simulated", "openai_compat"] = "simulated"
-    base_url: str | list[str] | None = None
-    upstream_model: str | None = None
-    api_key_env: str | None = None
-    price: Price
-    context_window: int = Field(default=8192, ge=16)
-    max_output_tokens: int = Field(default=2048, ge=1)
-    pools: list[PoolName] = Field(default_factory=lambda: list(POOL_NAMES))
-    ability: float = Field(default=0.5, gt=0, lt=1)
-    family: str | None = None
-    tokenizer: str = "o200k_base"
-    energy_j_per_token: float | None = Field(default=None, ge=0)
-    # How far above its learned count an upstream's prompt_tokens may be reserved
-    # and billed (gateway/money/prompt_meter.py): the fit times (1 + margin).
-    prompt_margin: float = Field(default=0.25, ge=0, le=4)
-    # The name the upstream reads the output cap under (OpenAI's reasoning models take
-    # only max_completion_tokens); None: the client's own, one of the two if it sent both.
-    output_tokens_param: Literal["max_tokens", "max_completion_tokens"] | None = None
-    timeouts: Timeouts = Timeouts()
-    transport: TransportConfig = TransportConfig()
-    simulate: SimulateConfig | None = None
-    scheduler: SchedulerConfig = SchedulerConfig()
-    load_metrics: LoadMetricsConfig | None = None
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_urls(cls, value: str | list[str] | None) -> str | list[str] | None:
-        if isinstance(value, list):
-            if not value:
-                raise ValueError("base_url lists at least one URL")
-            return [check_http_url(u) for u in value]
-        return value if value is None else check_http_url(value)
-
-    @field_validator("tokenizer")
-    @classmethod
-    def _known_tokenizer(cls, value: str) -> str:
-        if value not in known_encodings():
-            raise ValueError(f"unknown tokenizer {value!r}; known: {sorted(known_encodings())}")
-        return value
-
-    @model_validator(mode="after")
-    def _backend_fields(self) -> ModelConfig:
-        if self.backend == "openai_compat" and not self.base_url:
-            raise ValueError("openai_compat models need base_url")
-        if self.backend == "simulated" and self.base_url:
-            raise ValueError("simulated models run in-process; use openai_compat for a URL")
-        for name in (self.name, *self.aliases):
-            if name == "auto" or name.startswith("auto:"):
-                raise ValueError("'auto' is reserved for routing")
-        lm = self.load_metrics
-        if lm is not None and lm.format != "none" and not lm.url and not self.base_url:
-            raise ValueError("load_metrics needs a url (or the model a base_url)")
-        return self
-
-    @property
-    def base_urls(self) -> list[str]:
-        if self.base_url is None:
-            return []
-        urls = [self.base_url] if isinstance(self.base_url, str) else self.base_url
-        return [u.rstrip("/") for u in urls]
-
-    @property
-    def wire_model(self) -> str:
-        return self.upstream_model or self.name
-
-    @property
-    def max_concurrency(self) -> int:
-        """Requests the gateway runs on this model at once: per replica, times replicas."""
-        per_replica = self.scheduler.max_concurrency or (
-            self.simulate.max_batch if self.simulate else DEFAULT_MAX_CONCURRENCY)
-        return per_replica * max(1, len(self.base_urls))
+__all__ = ["POOL_NAMES", "ConfigError", "GatewayConfig", "ModelConfig", "ModelName", "PoolName",
+           "Price", "SimulateConfig", "TeamConfig", "Timeouts", "TransportConfig",
+           "known_encodings", "load_config", "parse_config"]
 
 
 class InteractivePool(Strict):
@@ -235,6 +99,8 @@ class TeamConfig(Strict):
     classifier: str | None = None
     # Shadow answers for labels (core/learning_config.py); None: off
     shadow: ShadowConfig | None = None
+    # Answers to repeated deterministic requests from Redis (core/cache_config.py); None: off
+    response_cache: ResponseCacheConfig | None = None
 
     def key_configs(self) -> list[KeyConfig]:
         return [KeyConfig(hash=k) if isinstance(k, str) else k for k in self.keys]
@@ -262,6 +128,10 @@ class RoutingConfig(Strict):
     fixed_model: str | None = None
     fallback: bool = True
     max_attempts: int = Field(default=3, ge=1)
+    # Price the upstreams' prefix caches into the choice (gateway/pipeline/warm.py): a
+    # conversation's warm model reads its prefix at the cached price and skips its prefill.
+    cache_aware: bool = True
+    warm_prefix_ttl_s: float = Field(default=300, gt=0, le=86400)   # near the upstreams' cache life
 
 
 class MetricsConfig(Strict):

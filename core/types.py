@@ -38,21 +38,47 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     estimated: bool = False
+    # Of the prompt tokens: read from the provider's prompt cache, and written to it
+    # (Anthropic's cache_creation; billed at the model's cache prices).
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @classmethod
     def from_wire(cls, usage: Any) -> Usage | None:
         """An upstream's ``usage`` object, saturated to ``MAX_REPORTED_TOKENS``;
-        None when it is missing or not numbers (billing then counts for itself)."""
+        None when it is missing or not numbers (billing then counts for itself).
+        ``prompt_tokens_details.cached_tokens`` (OpenAI, vLLM, SGLang, llama.cpp) is
+        read when it is a count, at most the prompt; anything else there is 0."""
         if not isinstance(usage, dict):
             return None
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
         if (type(prompt) is int and type(completion) is int     # the usual case, at once
                 and 0 <= prompt <= MAX_REPORTED_TOKENS and 0 <= completion <= MAX_REPORTED_TOKENS):
-            return cls(prompt, completion)
-        try:
-            return cls(_count(prompt), _count(completion))
-        except ValueError:
-            return None
+            out = cls(prompt, completion)
+        else:
+            try:
+                out = cls(_count(prompt), _count(completion))
+            except ValueError:
+                return None
+        details = usage.get("prompt_tokens_details")
+        if details is not None:
+            out.cached_tokens = _cached(details, out.prompt_tokens)
+        return out
+
+    @property
+    def uncached_tokens(self) -> int:
+        """Prompt tokens read at the full input price."""
+        return max(0, self.prompt_tokens - self.cached_tokens - self.cache_write_tokens)
+
+
+def _cached(details: Any, prompt: int) -> int:
+    """``prompt_tokens_details.cached_tokens``, within 0..prompt; 0 if not a count."""
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    try:
+        n = _count(cached)
+    except ValueError:
+        return 0
+    return min(max(n, 0), max(prompt, 0))
 
 
 @dataclass(slots=True)

@@ -25,17 +25,21 @@ from backends.base import Backend
 from backends.load_signals import start_pollers
 from budget import BudgetStore, RedisHandle, open_redis
 from budget.eviction import eviction_risk
+from budget.keys import KeySpace
 from classifiers.complexity import ComplexityModel
 from classifiers.length import counter_for
 from core.config import GatewayConfig, ModelConfig
 from gateway.auth import Caller, KeyRing
 from gateway.batch_runner import BatchService, open_batch_service
+from gateway.bulk import QuotaStore
 from gateway.money.ceiling import Tariff
 from gateway.observe.history import History
 from gateway.observe.otel import NOOP, Tracer, start_tracer
 from gateway.observe.telemetry import Telemetry
+from gateway.pipeline.response_cache import ResponseCache
 from gateway.pipeline.routing import Router
 from gateway.pipeline.shadow import Shadows
+from gateway.pipeline.warm import WarmPrefixes
 from gateway.protocols import build_doors
 from gateway.protocols.base import Door
 from gateway.upstreams import build_backends
@@ -149,6 +153,8 @@ class AppState:
     # Bulk data's own Redis (storage.redis_url): stored responses, batch file bytes.
     storage: RedisHandle | None = None
     eviction_risk: str | None = None   # the budget Redis may evict keys (budget/eviction.py)
+    warm: WarmPrefixes = None  # type: ignore[assignment]  # set in __post_init__
+    response_cache: ResponseCache = None  # type: ignore[assignment]  # set in start()
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -156,6 +162,8 @@ class AppState:
         # What a request may cost per model: prices, output caps, learned prompt counts.
         self.tariff = Tariff(self.config)
         self.shadows = Shadows(self)
+        # Which model probably holds a conversation's prefix (gateway/pipeline/warm.py).
+        self.warm = WarmPrefixes(self.config.routing.warm_prefix_ttl_s)
 
     @classmethod
     async def start(cls, config: GatewayConfig, config_path: str | None = None,
@@ -193,6 +201,8 @@ class AppState:
                                     running_after_s=config.escalation.deadline_s)
             state.spawn(state.labels.run())
         state._start_history(redis)
+        tags = KeySpace(config.budget.key_prefix, config.budget.timezone)
+        state.response_cache = ResponseCache(QuotaStore(state.bulk.client, tags.tag, "rcache"))
         state.batch = await open_batch_service(state)
         state.doors = build_doors(state)
         # Open a few pooled connections now rather than in the first burst.
@@ -216,6 +226,9 @@ class AppState:
         for poller in start_pollers(config.models,
                                     {n: b.stats for n, b in self.backends.items()}):
             self.spawn(poller)
+        if config.routing.cache_aware and config.teams:
+            tags = KeySpace(prefix, config.budget.timezone)
+            self.spawn(self.warm.run(redis.client, tags.tag, [t.name for t in config.teams]))
         # Breakers and upstream rests are the fleet's, not each process's.
         if config.breaker.shared:
             self.spawn(FleetHealth(redis.client, prefix, self.replica_id, self.breakers).run())

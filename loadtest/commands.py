@@ -29,7 +29,8 @@ def register(subparsers: Any) -> None:
     exp.add_argument("--quick", action="store_true", help="a short version (under 3 minutes)")
     exp.add_argument("--out", type=Path, required=True)
     exp.add_argument("--scenarios", default="load_sweep,with_batch,two_replicas",
-                     help="comma-separated: load_sweep, with_batch, two_replicas")
+                     help="comma-separated: load_sweep, with_batch, two_replicas, "
+                     "agent_sessions")
     exp.add_argument("--signals-interval", type=float, default=1.0,
                      help="two_replicas: seconds between a gateway's reads of /metrics")
     exp.add_argument("--loads", default=None,

@@ -1,4 +1,4 @@
-"""``routegate loadtest experiment``: two scenarios on the simulated demo fleet.
+"""``routegate loadtest experiment``: scenarios on the simulated demo fleet.
 
     routegate loadtest experiment --quick --out /tmp/lt      # about 2.5 minutes
     routegate loadtest experiment --out docs/loadtest        # the full sweep, about 10 min
@@ -12,7 +12,9 @@
   simulators (one per model, so replicas share its queues), with one gateway,
   then two behind a round-robin client, without and then with the
   upstreams' load signals (``load_metrics: vllm``, the simulators' /metrics).
-  The replicas share one Redis (the embedded one on their shared data_dir).
+  The replicas share one Redis (the embedded one on their shared data_dir);
+- ``agent_sessions`` (asked for by name): tool-using agent sessions, cache-aware
+  routing against cache-blind and always-``large`` (``loadtest/agent_sessions.py``).
 
 The routers compared (``loadtest/fleet.py``, ``POLICY_CHOICES``): ``cheapest``
 (cheapest-first: the cheapest model meeting the request's quality target,
@@ -46,6 +48,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadtest.agent_sessions import agent_sessions
+from loadtest.agent_sessions import targets as session_targets
 from loadtest.client import RunLimits, Target
 from loadtest.fleet import (
     energy_table,
@@ -61,7 +65,8 @@ from loadtest.stats import Slo
 from loadtest.traces import TraceRequest, azure_trace, merge, with_pool, with_quality
 
 POLICIES = ["cheapest", "quality", "slo_aware"]
-SCENARIOS = ("load_sweep", "with_batch", "two_replicas")
+SCENARIOS = ("load_sweep", "with_batch", "two_replicas", "agent_sessions")
+DEFAULT_SCENARIOS = ("load_sweep", "with_batch", "two_replicas")
 QUALITY_MIX = {0.6: 0.8, 0.75: 0.2}   # most chat is easy for small; a fifth asks for more
 TRACE_OFFSET = 2000                   # skip the trace's first half hour's quiet start
 
@@ -77,9 +82,10 @@ class Plan:
     batch_policy: str = "slo_aware"
     max_output: int = 256
     signals_interval_s: float = 1.0   # two_replicas: how often a gateway reads /metrics
+    quick: bool = False               # agent_sessions: its short plan
 
 
-QUICK = Plan(loads=[6, 14, 24], window_s=6, grace_s=6, mixed_rps=6, batch_rps=16)
+QUICK = Plan(loads=[6, 14, 24], window_s=6, grace_s=6, mixed_rps=6, batch_rps=16, quick=True)
 # The full sweep adds cheapest-first with slo_aware's on-time admission: what
 # the routing itself adds (loadtest/fleet.py, POLICY_CHOICES).
 FULL = Plan(loads=[4, 8, 12, 16, 24], window_s=15, grace_s=16, mixed_rps=6, batch_rps=16,
@@ -217,7 +223,7 @@ def targets(runs: list[dict[str, Any]], slo_ttft_ms: float) -> dict[str, Any]:
     return out
 
 
-async def run_experiment(plan: Plan, out: Path, scenarios: tuple[str, ...] = SCENARIOS
+async def run_experiment(plan: Plan, out: Path, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS
                          ) -> dict[str, Any]:
     started = time.time()
     builder = PromptBuilder()
@@ -227,11 +233,13 @@ async def run_experiment(plan: Plan, out: Path, scenarios: tuple[str, ...] = SCE
                            ("two_replicas", two_replicas)):
         if name in scenarios:
             runs += await scenario(plan, tmp, builder)
+    if "agent_sessions" in scenarios:
+        runs += await agent_sessions(plan.quick, tmp, builder)
     ttft, tpot = slo_of()
     return {
         "plan": asdict(plan), "quality_mix": {str(k): v for k, v in QUALITY_MIX.items()},
         "slo": {"ttft_ms": ttft * 1000, "tpot_ms": tpot * 1000},
         "traces": {"interactive": "azure_llm_2023_conv.csv", "batch": "azure_llm_2023_code.csv"},
-        "runs": runs, "targets": targets(runs, ttft * 1000),
+        "runs": runs, "targets": {**targets(runs, ttft * 1000), **session_targets(runs)},
         "duration_s": round(time.time() - started, 1),
     }

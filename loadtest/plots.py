@@ -147,9 +147,33 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
+def sessions_figure(runs: list[dict[str, Any]]) -> Figure:
+    """agent_sessions: per policy, cost per completed session, prefix-cache hit rate,
+    model switches per session and p95 TTFT."""
+    fig, axes = plt.subplots(1, 4, figsize=(13, 3.6))
+    names = [r["policy"] for r in runs]
+    for ax, key, title in zip(axes, ("cost_per_completed_session_usd", "prefix_cache_hit_rate",
+                                     "model_switches_per_session", "p95"),
+                              ("USD per completed session", "prefix-cache hit rate",
+                               "model switches per session", "interactive TTFT p95 (ms)"),
+                              strict=True):
+        values = [(r["pools"]["interactive"]["ttft_ms"]["p95"] if key == "p95" else r[key]) or 0
+                  for r in runs]
+        ax.bar(range(len(runs)), values, color=["C0", "C1", "C2", "C3"][:len(runs)])
+        ax.set_xticks(range(len(runs)), names, fontsize=8)
+        ax.set_title(title, fontsize=9)
+    return fig
+
+
 def draw_all(report: dict[str, Any], out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
+    sessions = [r for r in report["runs"] if r["scenario"] == "agent_sessions"]
+    report = {**report, "runs": [r for r in report["runs"] if r["scenario"] != "agent_sessions"]}
+    if sessions:
+        paths.append(_save(sessions_figure(sessions), out / "agent_sessions.png"))
+    if not report["runs"]:
+        return paths
     if _sweep(report):
         paths.append(goodput_vs_load(report, out / "goodput_vs_load.png"))
     paths.append(latency_cdfs(report, out / "ttft_cdf.png"))

@@ -52,7 +52,10 @@ def markdown_table(report: dict[str, Any]) -> str:
             "SLO attainment | TTFT p50 / p95 / p99 ms | TPOT p50 / p95 ms | batch goodput req/s "
             "| USD per completed | J per completed | models (interactive) |")
     lines = [head, "|" + "---|" * 12]
+    sessions = [r for r in report["runs"] if r["scenario"] == "agent_sessions"]
     for run in report["runs"]:
+        if run["scenario"] == "agent_sessions":
+            continue
         inter, batch = run["pools"]["interactive"], run["pools"]["batch"]
         ttft, tpot = inter["ttft_ms"], inter["tpot_ms"]
         mix = ", ".join(f"{m} {n}" for m, n in inter["models"].items())
@@ -63,4 +66,20 @@ def markdown_table(report: dict[str, Any]) -> str:
             f"{_fmt(ttft['p99'])} | {_fmt(tpot['p50'])} / {_fmt(tpot['p95'])} | "
             f"{_fmt(batch['goodput_rps'], 2)} | {_fmt(run.get('cost_per_completed_usd'), 6)} | "
             f"{_fmt(run.get('energy_per_completed_j'), 0)} | {mix} |")
+    if len(lines) == 2:
+        lines = []
+    if sessions:
+        lines += ["", "| agent_sessions | completed sessions | USD per completed session | "
+                  "prefix-cache hit rate | switches per session | quality target met | TTFT p50 / "
+                  "p95 ms | models |", "|" + "---|" * 8]
+        for run in sessions:
+            ttft = run["pools"]["interactive"]["ttft_ms"]
+            mix = ", ".join(f"{m} {n}" for m, n in run["models"].items())
+            lines.append(
+                f"| {run['policy']} | {run['completed_sessions']}/{run['sessions']} | "
+                f"{_fmt(run['cost_per_completed_session_usd'], 5)} | "
+                f"{_fmt(run['prefix_cache_hit_rate'], 3)} | "
+                f"{_fmt(run['model_switches_per_session'], 2)} | "
+                f"{_fmt(run['quality_target_met'], 3)} | {_fmt(ttft['p50'])} / "
+                f"{_fmt(ttft['p95'])} | {mix} |")
     return "\n".join(lines)

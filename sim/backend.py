@@ -26,8 +26,9 @@ from backends.sse import DONE, SSEEvent
 from backends.stream import MeteredStream, StreamMeter
 from core.config import ModelConfig, SimulateConfig
 from core.errors import GatewayError, UpstreamError, UpstreamTimeout
-from sim.count import encoding, prompt_tokens
-from sim.engine import SimEngine, SimFailure
+from sim.count import encoding, prompt_of
+from sim.engine import Prompt, SimEngine, SimFailure
+from sim.prefix_cache import block_hashes
 from sim.shapes import CHAT, TEXT, chunk, embeddings, text_answer, usage
 
 
@@ -75,24 +76,27 @@ class SimulatedBackend:
         self._first_byte_s = model.timeouts.first_byte_s
         self._total_s = model.timeouts.total_s
 
-    def _chunks(self, call: UpstreamCall) -> AsyncGenerator[dict[str, Any], None]:
+    def _chunks(self, call: UpstreamCall, prompt: Prompt | None = None
+                ) -> AsyncGenerator[dict[str, Any], None]:
         """Choice deltas; with ``n`` > 1, each answer in turn, tagged with its ``index``
         (as vLLM and OpenAI answer ``n``: usage counts every answer's tokens)."""
         n = call.payload.get("n")
         n = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
-        prompt = call.payload.get("prompt")
-        if call.route == "completions" and isinstance(prompt, list) and prompt and not isinstance(
-                prompt[0], int):
-            n *= len(prompt)      # n answers for each prompt of a list, as OpenAI answers
+        texts = call.payload.get("prompt")
+        if call.route == "completions" and isinstance(texts, list) and texts and not isinstance(
+                texts[0], int):
+            n *= len(texts)       # n answers for each prompt of a list, as OpenAI answers
         if n <= 1:
             return self.engine.generate(call.payload, prompt_tokens=call.prompt_tokens,
-                                        p_correct=call.p_correct)
-        return self._several(call, n)
+                                        p_correct=call.p_correct, prompt=prompt)
+        return self._several(call, n, prompt)
 
-    async def _several(self, call: UpstreamCall, n: int) -> AsyncGenerator[dict[str, Any], None]:
-        for index in range(n):
+    async def _several(self, call: UpstreamCall, n: int, prompt: Prompt | None
+                       ) -> AsyncGenerator[dict[str, Any], None]:
+        for index in range(n):      # the first answer's prefill caches the prompt for the rest
             async for choice in self.engine.generate(call.payload, prompt_tokens=call.prompt_tokens,
-                                                     p_correct=call.p_correct):
+                                                     p_correct=call.p_correct,
+                                                     prompt=prompt if index == 0 else None):
                 yield {**choice, "index": index}
 
     def _convert(self, exc: BaseException, *, generating: bool = False) -> GatewayError:
@@ -106,19 +110,27 @@ class SimulatedBackend:
                                  upstream_status=exc.status)
         return UpstreamError(f"model {self.name} failed: connection lost")
 
-    def record(self, call: UpstreamCall, completion_tokens: int, finished: str) -> None:
+    def record(self, call: UpstreamCall, completion_tokens: int, finished: str,
+               prompt: Prompt | None = None) -> None:
         self.served.append({"id": call.request_id, "route": call.route,
                             "model": call.payload.get("model"),
                             "prompt_tokens": call.prompt_tokens,
+                            "cached_tokens": prompt.cached if prompt is not None else 0,
                             "completion_tokens": completion_tokens, "finished": finished})
 
-    def _received(self, call: UpstreamCall) -> UpstreamCall:
+    def _received(self, call: UpstreamCall) -> tuple[UpstreamCall, Prompt]:
         """The call with the prompt counted as this server counts what it received
-        (``sim_count.py``), never the gateway's figure: usage reports this count."""
-        return replace(call, prompt_tokens=prompt_tokens(call.payload, call.route))
+        (``sim/count.py``), never the gateway's figure: usage reports this count; and
+        its prompt's prefix-cache blocks."""
+        tokens, ids = prompt_of(call.payload, call.route)
+        try:
+            blocks = block_hashes(ids)
+        except (OverflowError, TypeError):        # token ids no tokenizer has
+            blocks = []
+        return replace(call, prompt_tokens=tokens), Prompt(blocks)
 
     async def complete(self, call: UpstreamCall) -> Completion:
-        call = self._received(call)
+        call, prompt = self._received(call)
         if call.route == "embeddings":
             return await self._embed(call)
         started = time.perf_counter()
@@ -127,16 +139,16 @@ class SimulatedBackend:
         choices: list[dict[str, Any]] = []
         try:
             async with asyncio.timeout(call.bound_s(self._total_s)):
-                async for choice in self._chunks(call):
+                async for choice in self._chunks(call, prompt):
                     first_at = first_at or time.perf_counter()
                     choices.append(choice)
         except (SimFailure, TimeoutError) as exc:
             if first_at:
-                self.record(call, _tokens_in(choices), "failed")
+                self.record(call, _tokens_in(choices), "failed", prompt)
             raise self._convert(exc, generating=isinstance(exc, TimeoutError)) from None
         except asyncio.CancelledError:
             if first_at:
-                self.record(call, _tokens_in(choices), "cancelled")
+                self.record(call, _tokens_in(choices), "cancelled", prompt)
             raise
         finally:
             self.stats.in_flight -= 1
@@ -149,21 +161,23 @@ class SimulatedBackend:
             out.append({"index": index, "message": message, "logprobs": logprobs,
                         "finish_reason": finish})
         n_out = _tokens_in(choices)
-        self.record(call, n_out, "completed")
+        self.record(call, n_out, "completed", prompt)
         model, created = call.payload.get("model", self.name), int(time.time())
         if call.route == "completions":
             data = text_answer(model, created, answers, call.prompt_tokens, n_out)
         else:
             data = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion",
                     "created": created, "model": model, "system_fingerprint": "routegate-sim",
-                    "choices": out, "usage": usage(call.prompt_tokens, n_out)}
+                    "choices": out, "usage": usage(call.prompt_tokens, n_out, prompt.cached)}
         elapsed = time.perf_counter() - started
         ttft = first_at - started
         self.stats.requests += 1
         self.stats.observe_ttft(ttft)
         if n_out > 1:
             self.stats.observe_tpot(max(0.0, elapsed - ttft) / n_out)
-        return Completion(orjson.dumps(data), data, Usage(call.prompt_tokens, n_out), elapsed, ttft)
+        return Completion(orjson.dumps(data), data,
+                          Usage(call.prompt_tokens, n_out, cached_tokens=prompt.cached), elapsed,
+                          ttft)
 
     async def _embed(self, call: UpstreamCall) -> Completion:
         """Vectors after the prompt's prefill time: an embedding model only reads."""
@@ -185,7 +199,7 @@ class SimulatedBackend:
         return Completion(orjson.dumps(data), data, Usage(call.prompt_tokens, 0), elapsed, elapsed)
 
     async def stream(self, call: UpstreamCall) -> SimChunkStream:
-        stream = SimChunkStream(self, self._received(call))
+        stream = SimChunkStream(self, *self._received(call))
         self.stats.in_flight += 1
         try:
             async with asyncio.timeout(self._first_byte_s):
@@ -210,10 +224,11 @@ def _tokens_in(choices: list[dict[str, Any]]) -> int:
 
 
 class SimChunkStream(MeteredStream):
-    def __init__(self, backend: SimulatedBackend, call: UpstreamCall) -> None:
+    def __init__(self, backend: SimulatedBackend, call: UpstreamCall, prompt: Prompt) -> None:
         self._backend = backend
         self._call = call
-        self._gen = backend._chunks(call)
+        self._prompt = prompt
+        self._gen = backend._chunks(call, prompt)
         self._meter = StreamMeter(backend.stats)
         opts = call.payload.get("stream_options") or {}
         self._with_usage = bool(opts.get("include_usage"))
@@ -246,12 +261,13 @@ class SimChunkStream(MeteredStream):
                 yield self._event(choice)
         except SimFailure as exc:
             self._recorded = True
-            self._backend.record(self._call, self._n_out, "failed")
+            self._backend.record(self._call, self._n_out, "failed", self._prompt)
             raise self._backend._convert(exc) from None
         self._recorded = True
-        self._backend.record(self._call, self._n_out, "completed")
-        counts = usage(self._call.prompt_tokens, self._n_out)
-        self._meter.usage = Usage(counts["prompt_tokens"], counts["completion_tokens"])
+        self._backend.record(self._call, self._n_out, "completed", self._prompt)
+        counts = usage(self._call.prompt_tokens, self._n_out, self._prompt.cached)
+        self._meter.usage = Usage(counts["prompt_tokens"], counts["completion_tokens"],
+                                  cached_tokens=self._prompt.cached)
         if self._with_usage:
             final = chunk(self._kind, self._cid, self._created, self._model, None, False)
             final["usage"] = counts
@@ -264,5 +280,5 @@ class SimChunkStream(MeteredStream):
             return
         if not self._recorded and self._first is not None:     # the client left mid-stream
             self._recorded = True
-            self._backend.record(self._call, self._n_out, "cancelled")
+            self._backend.record(self._call, self._n_out, "cancelled", self._prompt)
         await self._gen.aclose()  # cancels a generation still in progress

@@ -53,18 +53,30 @@ def encoding() -> Any:
 
 
 START, END = "<|im_start|>", "<|im_end|>"     # one token each, as a server's specials
+SPECIAL_IDS = {START: 1 << 30, END: (1 << 30) + 1}
+_SPECIALS = re.compile("(" + "|".join(re.escape(s) for s in SPECIAL_IDS) + ")")
+
+
+def token_ids(text: str) -> list[int]:
+    """The text's tokens, the template's markers one special token each."""
+    ids: list[int] = []
+    enc = encoding()
+    for piece in _SPECIALS.split(text):
+        if not piece:
+            continue
+        special = SPECIAL_IDS.get(piece)
+        if special is not None:
+            ids.append(special)
+        elif enc is not None:
+            ids.extend(enc.encode(piece, disallowed_special=()))
+        else:                   # a byte estimate, as the gateway's own fallback
+            raw = piece.encode()
+            ids.extend(int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw), 4))
+    return ids
 
 
 def _tokens(text: str) -> int:
-    if not text:
-        return 0
-    specials = text.count(START) + text.count(END)
-    if specials:
-        text = text.replace(START, "").replace(END, "")
-    enc = encoding()
-    if enc is None:                        # a byte estimate, as the gateway's own fallback
-        return specials + max(1, len(text.encode()) // 4)
-    return specials + len(enc.encode(text, disallowed_special=()))
+    return len(token_ids(text)) if text else 0
 
 
 def _ts_type(schema: Any, indent: str) -> str:
@@ -175,14 +187,27 @@ def _chat_prompt(payload: dict[str, Any]) -> tuple[str, int]:
     return "".join(turns), images
 
 
-def prompt_tokens(payload: dict[str, Any], route: str = "chat/completions") -> int:
-    """The prompt tokens an honest server bills for this request body."""
+def prompt_of(payload: dict[str, Any], route: str = "chat/completions") -> tuple[int, list[int]]:
+    """(the prompt tokens an honest server bills for this body, the token ids of its
+    text, which a prefix cache keys on; images are billed, not cached here)."""
     if route == "chat/completions":
         text, images = _chat_prompt(payload)
-        return _tokens(text) + images
+        ids = token_ids(text)
+        return len(ids) + images, ids
     value = payload.get("prompt" if route == "completions" else "input")
     items = value if isinstance(value, list) and value and not isinstance(value[0], int) else [value]
-    total = 0
+    total, ids = 0, []
     for item in items:
-        total += _tokens(item) if isinstance(item, str) else len(item or ())
-    return total
+        if isinstance(item, str):
+            item_ids = token_ids(item)
+            total += len(item_ids)
+            ids.extend(item_ids)
+        else:
+            total += len(item or ())
+            ids.extend(item or ())
+    return total, ids
+
+
+def prompt_tokens(payload: dict[str, Any], route: str = "chat/completions") -> int:
+    """The prompt tokens an honest server bills for this request body."""
+    return prompt_of(payload, route)[0]

@@ -10,7 +10,9 @@ What it models, after continuous-batching servers such as vLLM:
   holds each running sequence's prompt and the tokens it has generated; it is
   read (``kv_usage``), it does not admit: a server sized for its batch;
 - prefill is compute-bound, so prompts are prefilled one at a time:
-  TTFT = queue wait + prompt_tokens / prefill_tokens_per_s;
+  TTFT = queue wait + uncached prompt tokens / prefill_tokens_per_s, where a
+  prompt's prefix still in the prefix cache (``prefix_cache.py``, vLLM's
+  automatic prefix caching) is not prefilled again;
 - decode is memory-bound and shared: each step takes
   tpot_ms × (1 + batch_slowdown × (sequences decoding − 1)).
 Failure injection (5xx, hang, mid-stream drop, invalid JSON) is drawn per
@@ -30,6 +32,7 @@ from typing import Any
 
 from core.config import SimulateConfig
 from sim.content import Draft, draft_answer
+from sim.prefix_cache import PrefixCache
 
 # The default KV cache per batch slot, in tokens: a 4k context per sequence.
 KV_TOKENS_PER_SLOT = 4096
@@ -66,6 +69,15 @@ class SimStats:
         return data
 
 
+@dataclass
+class Prompt:
+    """What the server read of one request's prompt: its cache blocks, and how many of its
+    tokens the prefix cache held (set at the prefill)."""
+
+    blocks: list[bytes]
+    cached: int = 0
+
+
 class SimEngine:
     def __init__(self, name: str, config: SimulateConfig, ability: float = 0.5) -> None:
         self.name = name
@@ -76,6 +88,7 @@ class SimEngine:
         self._slots = asyncio.Semaphore(config.max_batch)
         self._prefill = asyncio.Lock()
         self.kv_capacity = config.kv_cache_tokens or KV_TOKENS_PER_SLOT * config.max_batch
+        self.prefix = PrefixCache(config.prefix_cache_tokens or self.kv_capacity)
 
     def kv_usage(self) -> float:
         """The share of the KV cache the running sequences hold, 0..1 (vLLM's
@@ -111,7 +124,8 @@ class SimEngine:
             self._prefill.release()
 
     async def generate(
-        self, payload: dict[str, Any], *, prompt_tokens: int, p_correct: float | None = None
+        self, payload: dict[str, Any], *, prompt_tokens: int, p_correct: float | None = None,
+        prompt: Prompt | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Yield choice dicts (delta, finish_reason, logprobs), one per output token.
 
@@ -136,7 +150,12 @@ class SimEngine:
         try:
             if hang:
                 await asyncio.sleep(3600)
-            await self._prefill_prompt(prompt_tokens)
+            cached = 0
+            if prompt is not None and self.config.prefix_cache:
+                cached = prompt.cached = self.prefix.lookup(prompt.blocks, prompt_tokens)
+            await self._prefill_prompt(prompt_tokens - cached)      # a cached prefix is skipped
+            if prompt is not None and self.config.prefix_cache:
+                self.prefix.insert(prompt.blocks)
             self.stats.ttft_s.append(time.perf_counter() - started)
             del self.stats.ttft_s[:-1000]
             correct = self._rng.random() < (self.ability if p_correct is None else p_correct)

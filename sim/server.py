@@ -313,6 +313,13 @@ def vllm_metrics(backends: dict[str, SimulatedBackend]) -> bytes:
               "vllm:num_requests_waiting": ("gauge", "Requests waiting for a batch slot."),
               "vllm:kv_cache_usage_perc": ("gauge", "KV-cache use, 0..1 (simulated).")}
     lines = []
+    for name, about, field in (
+            ("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", "queries"),
+            ("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", "hits")):
+        lines += [f"# HELP {name} {about}", f"# TYPE {name} counter"]
+        for model, backend in backends.items():
+            value = getattr(backend.engine.prefix, field)
+            lines.append(f'{name}_total{{model_name="{model}"}} {value}')
     for name, (kind, about) in series.items():
         lines += [f"# HELP {name} {about}", f"# TYPE {name} {kind}"]
         for model, backend in backends.items():

@@ -46,9 +46,12 @@ def chunk(kind: str, cid: str, created: int, model: str, choice: dict[str, Any] 
     return data
 
 
-def usage(prompt: int, completion: int) -> dict[str, int]:
+def usage(prompt: int, completion: int, cached: int = 0) -> dict[str, Any]:
+    """OpenAI's usage object; ``cached``: prompt tokens read from the prefix cache, reported
+    as ``prompt_tokens_details.cached_tokens`` (as vLLM and llama.cpp report them)."""
     return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def text_answer(model: str, created: int, answers: dict[int, list[dict[str, Any]]],

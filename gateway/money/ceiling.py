@@ -37,7 +37,7 @@ import orjson
 
 from core.config import GatewayConfig, ModelConfig
 from core.types import Usage
-from gateway.money.pricing import cost_nano
+from gateway.money.pricing import billed_nano, cost_nano
 from gateway.money.prompt_meter import PromptMeter
 
 logger = logging.getLogger("routegate.money")
@@ -125,7 +125,11 @@ class Tariff:
         prompt = min(cap, self.meter(model.name, demand.team).bound(
             demand.prompt_tokens[model.tokenizer], demand.messages))
         output = demand.output_cap(model)
-        return Ceiling(model, prompt, output, cost_nano(model, prompt, output, rate), cap)
+        # A cache write may cost more than a read of the input (Anthropic's 1.25x): the
+        # prompt is held at the dearer of the two, so the hold bounds either bill.
+        written = prompt if model.price.cache_write > model.price.input_per_mtok else 0
+        return Ceiling(model, prompt, output,
+                       cost_nano(model, prompt, output, rate, written=written), cap)
 
     def bill(self, ceiling: Ceiling, reported: Usage | None, demand: Demand,
              estimate_output: int, rate: float, unreadable: bool = False) -> Billed:
@@ -144,8 +148,7 @@ class Tariff:
             logger.warning("model %s reported usage %s for a request that may bill at most "
                            "%d + %d tokens (%s); billing %s", model.name, reported,
                            ceiling.prompt_cap, ceiling.output_tokens, anomaly, usage)
-        return Billed(usage, cost_nano(model, usage.prompt_tokens, usage.completion_tokens, rate),
-                      anomaly)
+        return Billed(usage, billed_nano(model, usage, rate), anomaly)
 
 
 def within(ceiling: Ceiling, reported: Usage | None, ours: int, estimate_output: int
@@ -160,15 +163,21 @@ def within(ceiling: Ceiling, reported: Usage | None, ours: int, estimate_output:
         return Usage(ours, min(estimate_output, ceiling.output_tokens), estimated=True), anomaly
     cap = ceiling.prompt_cap or ceiling.prompt_tokens
     if reported.prompt_tokens > cap or reported.completion_tokens > ceiling.output_tokens:
-        return Usage(min(reported.prompt_tokens, cap),
-                     min(reported.completion_tokens, ceiling.output_tokens),
-                     reported.estimated), OVER_CAP
+        prompt = min(reported.prompt_tokens, cap)
+        cached = min(reported.cached_tokens, prompt)
+        return Usage(prompt, min(reported.completion_tokens, ceiling.output_tokens),
+                     reported.estimated, cached,
+                     min(reported.cache_write_tokens, prompt - cached)), OVER_CAP
     return reported, None
 
 
-def usage_json(usage: Usage) -> dict[str, int]:
-    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.prompt_tokens + usage.completion_tokens}
+def usage_json(usage: Usage) -> dict[str, Any]:
+    out: dict[str, Any] = {"prompt_tokens": usage.prompt_tokens,
+                           "completion_tokens": usage.completion_tokens,
+                           "total_tokens": usage.prompt_tokens + usage.completion_tokens}
+    if usage.cached_tokens:
+        out["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    return out
 
 
 def with_usage(data: dict[str, Any], usage: Usage) -> bytes:

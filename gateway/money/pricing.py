@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from budget.nanousd import cost_nanousd, usd
 from core.config import GatewayConfig, ModelConfig
+from core.types import Usage
 
 
 def pool_rate(config: GatewayConfig, pool: str) -> float:
@@ -20,18 +21,37 @@ def pool_rate(config: GatewayConfig, pool: str) -> float:
     return config.pools.batch.price_multiplier if pool == "batch" else 1.0
 
 
-def cost_nano(model: ModelConfig, prompt_tokens: int, output_tokens: int, rate: float = 1.0) -> int:
+def cost_nano(model: ModelConfig, prompt_tokens: int, output_tokens: int, rate: float = 1.0,
+              cached: int = 0, written: int = 0) -> int:
+    """What ``model`` bills: of ``prompt_tokens``, ``cached`` read from its prompt
+    cache and ``written`` to it at their prices (``price.cached_input_per_mtok``,
+    ``cache_write_per_mtok``), the rest at the input price."""
     p = model.price
-    if rate == 1.0:
-        return cost_nanousd(prompt_tokens, output_tokens, p.input_per_mtok, p.output_per_mtok)
-    return cost_nanousd(prompt_tokens, output_tokens, p.input_per_mtok * rate,
-                        p.output_per_mtok * rate)
+    plain = prompt_tokens - cached - written
+    if not cached and not written:          # the usual case
+        if rate == 1.0:
+            return cost_nanousd(prompt_tokens, output_tokens, p.input_per_mtok,
+                                p.output_per_mtok)
+        return cost_nanousd(prompt_tokens, output_tokens, p.input_per_mtok * rate,
+                            p.output_per_mtok * rate)
+    return cost_nanousd(max(0, plain), output_tokens, p.input_per_mtok * rate,
+                        p.output_per_mtok * rate, cached, p.cached_input * rate, written,
+                        p.cache_write * rate)
 
 
-def cost_usd(model: ModelConfig, prompt_tokens: int, output_tokens: int, rate: float = 1.0) -> float:
-    """Predicted cost for ranking candidates: a float is enough, and cheaper."""
+def billed_nano(model: ModelConfig, usage: Usage, rate: float = 1.0) -> int:
+    """``cost_nano`` of an upstream's usage, its cached and written parts apart."""
+    return cost_nano(model, usage.prompt_tokens, usage.completion_tokens, rate,
+                     usage.cached_tokens, usage.cache_write_tokens)
+
+
+def cost_usd(model: ModelConfig, prompt_tokens: int, output_tokens: int, rate: float = 1.0,
+             cached: int = 0) -> float:
+    """Predicted cost for ranking candidates: a float is enough, and cheaper.
+    ``cached``: prompt tokens the model probably holds in its prompt cache."""
     p = model.price
-    return (prompt_tokens * p.input_per_mtok + output_tokens * p.output_per_mtok) * rate / 1e6
+    prompt = (prompt_tokens - cached) * p.input_per_mtok + cached * p.cached_input
+    return (prompt + output_tokens * p.output_per_mtok) * rate / 1e6
 
 
-__all__ = ["pool_rate", "cost_nano", "cost_usd", "usd"]
+__all__ = ["pool_rate", "cost_nano", "billed_nano", "cost_usd", "usd"]

@@ -93,4 +93,4 @@ def settle_budget(store: BudgetStore, reservation: Reservation, model: ModelConf
                             model=RELEASE_ONLY)
     return store.settle(reservation, input_tokens=usage.prompt_tokens,
                         output_tokens=usage.completion_tokens, cost_nanousd=cost,
-                        model=model.name if model else None)
+                        model=model.name if model else None, cached_tokens=usage.cached_tokens)

@@ -73,7 +73,8 @@ class Bill:
     # the stream being relayed, if any. The lease renewals read both (``progress``).
     upstream: Callable[[], ModelConfig | None] | None = None
     relay: Relayed | None = None
-    streamed: Any = None                  # a stream kept for its shadow: its answer (not billed)
+    streamed: Any = None                  # a stream kept (shadow, response cache): its answer
+    shadowed: bool = False                # the stream was sampled for a shadow answer
     _delivered: Billed | None = None      # the served answer, billed once
 
     def ceiling(self, model: ModelConfig) -> Ceiling:
@@ -135,6 +136,7 @@ class Line:
     model: ModelConfig
     usage: Usage
     cost: int
+    rate: float = 1.0        # the pool's price multiplier it was billed at
 
 
 @dataclass(slots=True)
@@ -158,6 +160,18 @@ class Lines:
     def cost(self) -> int:
         return sum(x.cost for x in self.lines)
 
+    @property
+    def cached_tokens(self) -> int:
+        return sum(x.usage.cached_tokens for x in self.lines)
+
+    @property
+    def cache_saving(self) -> int:
+        """Nano-USD the prompt cache saved: its tokens at the input price, less their bill."""
+        return sum(cost_nano(x.model, x.usage.cached_tokens, 0, x.rate)
+                   - cost_nano(x.model, x.usage.cached_tokens, 0, x.rate,
+                               cached=x.usage.cached_tokens)
+                   for x in self.lines if x.usage.cached_tokens)
+
 
 def bill_lines(bill: Bill, discarded: Sequence[Charged], model: ModelConfig | None,
                cancelled: bool) -> Lines:
@@ -168,12 +182,12 @@ def bill_lines(bill: Bill, discarded: Sequence[Charged], model: ModelConfig | No
     for a in discarded if bill.demand is not None else ():
         billed = bill.billed(a.model, a.usage, a.answer, a.chunks)
         anomalies.append(billed.anomaly)
-        out.lines.append(Line(a.model, billed.usage, billed.cost))
+        out.lines.append(Line(a.model, billed.usage, billed.cost, bill.rate))
     delivered = None if model is None else bill.delivered(model, cancelled)
     if model is not None and delivered is not None:
         out.estimated = delivered.usage.estimated
         anomalies.append(delivered.anomaly)
-        out.lines.append(Line(model, delivered.usage, delivered.cost))
+        out.lines.append(Line(model, delivered.usage, delivered.cost, bill.rate))
     out.anomaly = next((a for a in reversed(anomalies) if a), None)
     return out
 

@@ -16,6 +16,9 @@ nothing is added to the request path. A field is a JSON array:
     ["p", pool, model, le]         time per output token (the stream's mean ITL)
     ["e", pool, reason]            escalations; ["f", pool, reason] fallbacks
     ["c", team]                    spend in USD (HINCRBYFLOAT)
+    ["k", model, kind]             tokens: prompt | completion | cached (of the prompt)
+    ["v", cache]                   USD the caches saved: prefix | response (HINCRBYFLOAT)
+    ["h", result]                  response-cache answers: hit | miss
     ["q", pool, model, worker]     the worker's peak queue depth in the minute (HSET)
     ["i", model, worker]           the worker's peak upstream calls in flight (HSET)
     ["s", team]                    [spent today, daily hard limit or null] (HSET: the latest)
@@ -58,6 +61,9 @@ _COUNTED = {
     "routegate_escalations_total": ("e", ("pool", "reason")),
     "routegate_fallbacks_total": ("f", ("pool", "reason")),
     "routegate_cost_usd_total": ("c", ("team",)),
+    "routegate_tokens_total": ("k", ("model", "kind")),
+    "routegate_cache_saved_usd_total": ("v", ("cache",)),
+    "routegate_response_cache_total": ("h", ("result",)),
 }
 
 
@@ -126,7 +132,7 @@ class History:
         key = minute_key(self.prefix, minute)
         pipe = self.redis.pipeline(transaction=False)
         for field, delta in deltas.items():
-            if field.startswith(b'["c"'):
+            if field.startswith((b'["c"', b'["v"')):      # dollars: floats
                 if delta > 0:
                     pipe.hincrbyfloat(key, field, delta)
             elif round(delta):

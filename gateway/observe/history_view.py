@@ -9,6 +9,8 @@ series the operator page draws, oldest minute first.
      "queue": [{"pool", "model", "peak": [...]}],    # peak depth, summed over workers
      "in_flight": [{"model", "peak": [...]}],
      "spend": [{"team", "daily_limit_usd", "spent_today_usd": [...]}],
+     "cache_hit_rate": [{"model", "rate": [...]}],   # cached / prompt tokens, null: none
+     "cache_saved_usd": [{"cache", "usd": [...]}], "response_cache": [{"result", "counts"}],
      "escalations": [...], "fallbacks": [...], "escalation_rate": [...], "fallback_rate": [...]}
 
 One pipelined HGETALL per minute shown, on one hash slot. Quantiles are read off
@@ -94,6 +96,16 @@ def _total(m: _Minutes, kind: str) -> list[float]:
     return out
 
 
+def _hit_rates(m: _Minutes) -> list[dict[str, Any]]:
+    """Per model and minute: prompt tokens read from the upstream's prefix cache, of all."""
+    out = []
+    for (kind, model, what), prompt in sorted(m.sums.items()):
+        if kind == "k" and what == "prompt":
+            cached = m.sums.get(("k", model, "cached"), [0.0] * m.n)
+            out.append({"model": model, "rate": _rate(cached, prompt)})
+    return out
+
+
 def _series(m: _Minutes) -> dict[str, Any]:
     sums = sorted(m.sums.items())
     requests = _total(m, "r")
@@ -107,6 +119,11 @@ def _series(m: _Minutes) -> dict[str, Any]:
                       for k, s in sums if k[0] == "i" and len(k) == 2],
         "spend": [{"team": team, "daily_limit_usd": limit, "spent_today_usd": series}
                   for team, (series, limit) in sorted(m.spend.items())],
+        "cache_hit_rate": _hit_rates(m),
+        "cache_saved_usd": [{"cache": k[1], "usd": [round(v, 6) for v in s]}
+                            for k, s in sums if k[0] == "v" and len(k) == 2],
+        "response_cache": [{"result": k[1], "counts": [int(v) for v in s]}
+                           for k, s in sums if k[0] == "h" and len(k) == 2],
         "escalations": [int(v) for v in escalations], "fallbacks": [int(v) for v in fallbacks],
         "escalation_rate": _rate(escalations, requests),
         "fallback_rate": _rate(fallbacks, requests),

@@ -15,7 +15,10 @@ them all):
     routegate_queue_wait_seconds{pool,model}           waiting in the scheduler
     routegate_classifier_seconds                       complexity classifier
     routegate_slo_requests_total{pool,model,result}    interactive TTFT within pools.interactive
-    routegate_tokens_total{team,model,kind}            kind: prompt | completion
+    routegate_tokens_total{team,model,kind}            kind: prompt | completion | cached
+                                                       (cached ÷ prompt: the prefix-cache hit rate)
+    routegate_cache_saved_usd_total{team,model,cache}  cache: prefix | response
+    routegate_response_cache_total{team,result}        result: hit | miss
     routegate_cost_usd_total{team,model}
     routegate_energy_joules_total{team,model}
     routegate_escalations_total{pool,reason}
@@ -101,6 +104,12 @@ class Metrics:
         self.usage_anomalies = count(
             "routegate_usage_anomalies", "Upstream usage corrected before billing (negative, "
             "unreadable, or past what the model can read or write)", ["model", "kind"])
+        self.saved = count("routegate_cache_saved_usd", "What caches saved: prompt tokens read "
+                           "from the upstream's prefix cache at their price instead of the input "
+                           "price (cache=prefix), answers from the response cache (response)",
+                           ["team", "model", "cache"])
+        self.response_cache = count("routegate_response_cache", "Requests a team's response "
+                                    "cache was asked for: hit | miss", ["team", "result"])
         self.overdraft = count("routegate_overdraft_usd", "Billed above the reservation: the "
                                "upstream counted more of the prompt than the gateway", ["team"])
         self._children: dict[tuple[Any, ...], tuple[Any, ...]] = {}
@@ -126,12 +135,13 @@ class Metrics:
                 self.queue.labels(*pm), self.slo.labels(*pm, "met"),
                 self.slo.labels(*pm, "missed"), self.tokens.labels(team, model, "prompt"),
                 self.tokens.labels(team, model, "completion"),
-                self.cost.labels(team, model), self.energy.labels(team, model)))
+                self.cost.labels(team, model), self.energy.labels(team, model),
+                self.tokens.labels(team, model, "cached")))
         return series
 
     def observe(self, o: Outcome) -> None:
         (requests, e2e, ttft, itl, queue, met, missed, prompt, completion, cost,
-         energy) = self._series(o)
+         energy, cached) = self._series(o)
         requests.inc()
         e2e.observe(o.latency_s)
         if o.ttft_s is not None:
@@ -151,6 +161,13 @@ class Metrics:
             cost.inc(o.cost_usd)
         if o.energy_j:
             energy.inc(o.energy_j)
+        if o.cached_tokens:
+            cached.inc(o.cached_tokens)
+        if o.response_cache is not None:
+            self.response_cache.labels(o.team or "-", o.response_cache).inc()
+        if o.cache_saved_usd:
+            kind = "response" if o.response_cache == "hit" else "prefix"
+            self.saved.labels(o.team or "-", o.model or "-", kind).inc(o.cache_saved_usd)
         for reason in o.escalations or ():
             self.escalations.labels(o.pool, reason).inc()
         for reason in o.fallbacks or ():

@@ -35,6 +35,7 @@ class Attempt:
 class Attempts:
     model: ModelConfig | None = None  # the one called last: it answered, or failed last
     started: bool = False             # its call went upstream (it was not refused or queued)
+    replica: int | None = None        # which of its replicas (base_urls) the call went to
     tried: list[Attempt] = field(default_factory=list)
     escalations: list[str] = field(default_factory=list)   # reasons, in order
 

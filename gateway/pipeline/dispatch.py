@@ -97,6 +97,7 @@ async def call_with_fallback(
             call = _upstream_call(gw, req, model, features, request_id, check, attempt_span)
             try:
                 result = await _attempt(gw, req, model, call, check, deadline, attempts, decision.pool)
+                attempts.replica = call.replica
             except GatewayError as exc:
                 _note_failure(trial, exc)
                 attempt_span.end(exc.code or "error", failed=True)
@@ -132,12 +133,15 @@ def _upstream_call(gw: AppState, req: ModelRequest, model: ModelConfig,
                    features: RequestFeatures, request_id: str, check: AnswerCheck | None,
                    span: Span) -> UpstreamCall:
     """What goes to ``model`` for this attempt: its body, its route, its stream's cap."""
+    warm = features.warm
     return UpstreamCall(request_id, upstream_payload(req, model, check),
                         features.prompt_tokens(model.tokenizer),
                         gw.router.predicted_quality(model, features),
                         span.upstream_headers(req.trace, request_id),
                         max_events=features.demand.stream_event_cap(model) if req.stream else 0,
-                        route=req.operation)
+                        route=req.operation,
+                        replica=warm.replica if warm is not None and warm.model == model.name
+                        else None)
 
 
 async def _attempt(gw: AppState, req: ModelRequest, model: ModelConfig, call: UpstreamCall,

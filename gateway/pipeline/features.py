@@ -20,6 +20,7 @@ from classifiers.length import TokenCounter, counter_for, message_text
 from classifiers.prompt import structured_tokens
 from gateway.money.ceiling import Demand
 from gateway.pipeline.request import EMBEDDING, ModelRequest
+from gateway.pipeline.warm import Warm, prefix_chain
 
 if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel, PromptScore
@@ -61,6 +62,8 @@ class RequestFeatures:
     score: PromptScore | None = None
     classify_s: float | None = None      # time in the classifier (a metric)
     scorer: Scorer | None = None         # what produced ``score``
+    chain: list[bytes] | None = None     # the prompt's prefix chain (warm.py), when cache-aware
+    warm: Warm | None = None             # the model that served its longest prefix, if any
 
     def prompt_tokens(self, encoding: str) -> int:
         return self.token_counts[encoding]
@@ -77,8 +80,8 @@ def count_prompt(req: ModelRequest, counter: TokenCounter) -> int:
                ) + req.extra_prompt_tokens
 
 
-def _measure_sync(req: ModelRequest, encodings: set[str],
-                  scorer: Scorer | None) -> RequestFeatures:
+def _measure_sync(req: ModelRequest, encodings: set[str], scorer: Scorer | None,
+                  chain: bool = False) -> RequestFeatures:
     counts = {enc: count_prompt(req, counter_for(enc)) for enc in encodings}
     score, spent = None, None
     if scorer is not None:
@@ -90,12 +93,14 @@ def _measure_sync(req: ModelRequest, encodings: set[str],
     demand = Demand(counts, len(req.messages), req.max_tokens, req.choices,
                     generates=req.operation != EMBEDDING,
                     inputs=1 if req.templated else len(req.messages))
-    return RequestFeatures(counts, expected, demand, score, classify_s=spent, scorer=scorer)
+    return RequestFeatures(counts, expected, demand, score, classify_s=spent, scorer=scorer,
+                           chain=prefix_chain(req.body) if chain and req.templated else None)
 
 
-async def measure(req: ModelRequest, encodings: set[str],
-                  scorer: Scorer | None) -> RequestFeatures:
-    """``scorer``: None when the request needs no complexity score."""
+async def measure(req: ModelRequest, encodings: set[str], scorer: Scorer | None,
+                  chain: bool = False) -> RequestFeatures:
+    """``scorer``: None when the request needs no complexity score. ``chain``: hash its
+    prefix chain, for cache-aware routing."""
     if req.size > LONG_PROMPT_BYTES:
-        return await asyncio.to_thread(_measure_sync, req, encodings, scorer)
-    return _measure_sync(req, encodings, scorer)
+        return await asyncio.to_thread(_measure_sync, req, encodings, scorer, chain)
+    return _measure_sync(req, encodings, scorer, chain)

@@ -52,7 +52,8 @@ def learn_from(gw: AppState, o: Outcome, req: ModelRequest | None, attempts: Att
         answered = bill.served and o.status == 200
         hand_over(gw.labels, o, req, attempts, feedback=caller.team.feedback and answered,
                   keep_text=gw.config.logging.prompts)
-        answer = bill.answer if bill.answer is not None else bill.streamed
+        answer = bill.answer if bill.answer is not None else (
+            bill.streamed if bill.shadowed else None)
         gw.shadows.offer(o, req, caller, answer if answered else None)
     except Exception:
         logger.exception("request %s: its labels were not recorded", o.request_id)

@@ -27,6 +27,9 @@ class Outcome:
     escalations: list[str] | None = None  # why the request climbed: low_confidence, invalid_json
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0               # of the prompt, read from the upstream's prompt cache
+    cache_saved_usd: float = 0.0         # what caches saved: cached tokens, or a response-cache hit
+    response_cache: str | None = None    # "hit" | "miss": the team's response cache was asked
     usage_estimated: bool = False
     usage_anomaly: str | None = None     # "negative" | "over_cap" | "unreadable": usage corrected
     cost_usd: float = 0.0
@@ -56,4 +59,6 @@ class Outcome:
             headers["x-routegate-budget"] = self.budget
         if self.slo:
             headers["x-routegate-slo"] = self.slo
+        if self.response_cache:
+            headers["x-routegate-cache"] = self.response_cache
         return headers

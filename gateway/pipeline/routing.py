@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel
 
 DEFAULT_TPOT_S = 0.03
+# How much more likely to be right another model must be predicted than the quality
+# target asks, to take a conversation away from the model that holds its prefix.
+SESSION_QUALITY_MARGIN = 0.05
 
 
 def predicted_timing(model: ModelConfig, stats: LiveStats, prompt_tokens: int
@@ -108,12 +111,23 @@ class Router:
 
     def _candidate(self, model: ModelConfig, features: RequestFeatures, rate: float
                    ) -> Candidate:
+        """``model``'s predictions for this request. The model that served this
+        conversation's prefix (``features.warm``) probably still caches it: those tokens
+        cost the cached price and need no prefill (at most the prompt less one token)."""
         prompt = features.prompt_tokens(model.tokenizer)
+        warm = features.warm
+        cached = min(warm.tokens, prompt - 1) if warm and warm.model == model.name else 0
         out = min(features.expected_output_tokens, model.max_output_tokens)
         stats = self.backends[model.name].stats
-        ttft, tpot = predicted_timing(model, stats, prompt)
-        return Candidate(model, stats, self.predicted_quality(model, features),
-                         cost_usd(model, prompt, out, rate), ttft, tpot, ttft + tpot * out)
+        ttft, tpot = predicted_timing(model, stats, max(1, prompt - cached))
+        quality = self.predicted_quality(model, features)
+        if warm is not None and warm.model != model.name:
+            # A session leaves its warm model only for a clear reason: another model must
+            # clear the quality target by a margin, not by the noise of one turn's score.
+            quality -= SESSION_QUALITY_MARGIN
+        return Candidate(model, stats, quality,
+                         cost_usd(model, prompt, out, rate, max(0, cached)), ttft, tpot,
+                         ttft + tpot * out)
 
     def _fits(self, model: ModelConfig, req: ModelRequest, features: RequestFeatures) -> bool:
         out = req.max_tokens or 1

@@ -44,7 +44,9 @@ from gateway.pipeline.ladder import LOW_CONFIDENCE
 from gateway.pipeline.outcome import Outcome
 from gateway.pipeline.pools import request_pool
 from gateway.pipeline.relay import StreamRelay
-from gateway.pipeline.request import ModelRequest, check_shape
+from gateway.pipeline.request import CHAT, ModelRequest, check_shape
+from gateway.pipeline.response_cache import HIT, Plan, answer_from_cache, keep_answer, plan_for
+from gateway.pipeline.warm import Warm
 from gateway.protocols.base import Door
 
 if TYPE_CHECKING:
@@ -91,6 +93,7 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
     bill.upstream = lambda: attempts.model if attempts.started else None
     span = gw.tracer.start_request(headers)     # NO_SPAN unless otel.endpoint is set
     req: ModelRequest | None = None
+    plan: Plan | None = None        # the team's response cache, when it applies
     try:
         caller = caller or gw.keyring.authenticate(headers)
         o.team, o.key = caller.team.name, caller.key_id
@@ -104,8 +107,11 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         req.size = len(raw)
         o.stream, o.trace_id = req.stream, span.trace_id or req.trace.trace_id
         o.prompt = req.messages if gw.config.logging.prompts else None
+        plan = None if own else plan_for(caller, req, headers)
+        if plan is not None and await answer_from_cache(gw, door, out, o, caller, req, plan):
+            return o            # a hit: the finally still reports it
         work = _serve(gw, door, out, o, caller, req, attempts, bill, span,
-                      stable=request_id is not None, own=own)
+                      stable=request_id is not None, own=own, keep=plan is not None)
         await (work if own or not caller.team.feedback else _tracked(gw, o, work))
     except ClientGone:
         o.status, o.error_code = 499, "client_closed_request"
@@ -125,6 +131,8 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
     finally:
         _tally(o, attempts, started)
         await _settle(gw, o, attempts, bill, span, wait_settled)
+        if plan is not None:
+            await keep_answer(gw, plan, o, bill)
         span.finish(o)
         gw.telemetry.request_completed(o)
         if caller is not None and not own:
@@ -172,7 +180,8 @@ async def _settle(gw: AppState, o: Outcome, attempts: Attempts, bill: Bill, span
     # A client that left while its request still queued for a slot cost nothing.
     cancelled = o.status == 499 and attempts.started
     lines = bill_lines(bill, attempts.discarded, attempts.model, cancelled)
-    _report(o, lines)
+    if o.response_cache != HIT:          # a hit billed and reported itself
+        _report(o, lines)
     settled = settle_lines(gw.budget if gw.config.budget.enabled else None, bill, lines,
                            o.request_id)
     if settled.overdraft:
@@ -186,7 +195,10 @@ def _report(o: Outcome, billed: Lines) -> None:
     """The bill's figures in the outcome: the request log, the metrics and the labels."""
     o.usage_estimated, o.usage_anomaly = billed.estimated, billed.anomaly
     o.prompt_tokens, o.completion_tokens = billed.prompt_tokens, billed.completion_tokens
+    o.cached_tokens = billed.cached_tokens
     o.cost_usd = usd(billed.cost)
+    if billed.cached_tokens:
+        o.cache_saved_usd = usd(billed.cache_saving)
     energy: float | None = None
     for x in billed.lines:       # usually one line
         per_token = x.model.energy_j_per_token
@@ -197,9 +209,14 @@ def _report(o: Outcome, billed: Lines) -> None:
 
 async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: Caller,
                  req: ModelRequest, attempts: Attempts, bill: Bill, span: Span = NO_SPAN,
-                 stable: bool = False, own: bool = False) -> None:
+                 stable: bool = False, own: bool = False, keep: bool = False) -> None:
+    """``keep``: keep a stream's events, to store its answer (the response cache)."""
     stage = span.child("classify")
-    features = await measure(req, gw.router.encodings, gw.router.scorer(req, caller))
+    cache_aware = gw.config.routing.cache_aware and req.operation == CHAT
+    features = await measure(req, gw.router.encodings, gw.router.scorer(req, caller),
+                             chain=cache_aware)
+    if features.chain:
+        features.warm = gw.warm.find(caller.team.name, features.chain)
     decision = gw.router.choose(req, caller, features, pool=o.pool,
                                 soft_limited=gw.soft_limited(caller))
     stage.end()
@@ -230,6 +247,10 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
     assert model is not None
     o.model = model.name
     bill.served = True
+    if features.chain:      # that model now holds this prompt in its prefix cache
+        gw.warm.remember(caller.team.name, features.chain[-1],
+                         Warm(model.name, attempts.replica or 0,
+                              features.prompt_tokens(model.tokenizer), time.time()))
     headers = o.response_headers()
     if attempts.count > 1:
         headers["x-routegate-attempts"] = attempts.header()
@@ -240,8 +261,10 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
         body = await door.render(req, result, billed.usage, billed.anomaly is not None)
         await out.send_json(200, body, headers)
         return
-    keep = gw.shadows.sample_stream(req, caller, model.name)
-    await _relay(door, out, o, req, result, bill, features, model, headers, keep)
+    kept = gw.shadows.sample_stream(req, caller, model.name)
+    bill.shadowed = kept is not None
+    await _relay(door, out, o, req, result, bill, features, model, headers,
+                 kept if kept is not None or not keep else [])
 
 
 async def _relay(door: Door, out: Responder, o: Outcome, req: ModelRequest,

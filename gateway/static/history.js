@@ -55,6 +55,12 @@ function spendRefs(h) {
   }));
 }
 
+function cacheSeries(h) {
+  return (h.cache_hit_rate || []).map((r) => ({
+    name: `${r.model} prefix-cache hits`, values: r.rate, color: colourOf(r.model),
+  }));
+}
+
 function renderHistory(h) {
   const m = h.minutes, slo = h.slo;
   lineChart(document.getElementById("chart-requests"), m, requestSeries(h),
@@ -73,6 +79,11 @@ function renderHistory(h) {
     { name: "escalation rate", values: h.escalation_rate, color: "#d08a00" },
     { name: "fallback rate", values: h.fallback_rate, color: "#e0533d", dash: "4 3" },
   ], { fmt: fmtY.pct, empty: "No requests in the last hour" });
+  const saved = (h.cache_saved_usd || []).reduce((a, s) => a + s.usd.reduce((x, y) => x + y, 0), 0);
+  lineChart(document.getElementById("chart-cache"), m, cacheSeries(h),
+            { fmt: fmtY.pct, empty: "No prompt tokens in the last hour" });
+  document.getElementById("cache-saved").textContent =
+    "Saved by caches in the last hour: " + fmtY.usd(saved);
   const box = document.getElementById("history");
   box.dataset.generated = String(m[m.length - 1]);
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import openai
@@ -123,3 +124,47 @@ def test_the_bound_stays_honest_when_traffic_counts_twice_ours(gateway: Gateway)
         assert meter.bound(ours, messages) >= reported, (ours, reported)
         meter.observe(ours, messages, reported)
     assert meter.learned and meter.spread > 1.5
+
+
+def test_a_repeated_system_prompt_is_read_from_llamacpps_cache_and_billed_so(
+        llamacpp_url: str) -> None:
+    """llama.cpp keeps a slot's prompt: the same long system prompt sent again is
+    reported as ``cached_tokens``, billed at the cached price to the nano-dollar
+    against its own usage, and its prefill (TTFT) is shorter."""
+    price_cached = 0.05
+    config = gemma_config(llamacpp_url, PRICE_IN, PRICE_OUT,
+                          price={"input_per_mtok": PRICE_IN, "output_per_mtok": PRICE_OUT,
+                                 "cached_input_per_mtok": price_cached})
+    system = f"House rules, version {time.time_ns()}. " + "Be brief and polite. " * 120
+    with run_gateway(config) as gw:
+        client = openai.OpenAI(base_url=gw.base_url, api_key=TEST_KEY, max_retries=0,
+                               timeout=120)
+        shown: list[Any] = []
+        ttfts: list[float | None] = []
+        for question in ("Name a colour.", "Name a fruit."):
+            started = time.perf_counter()
+            first = None
+            for chunk in client.chat.completions.create(
+                    model="gemma", max_tokens=4, temperature=0, stream=True,
+                    stream_options={"include_usage": True},
+                    messages=[{"role": "system", "content": system},
+                              {"role": "user", "content": question}]):
+                if first is None and chunk.choices:
+                    first = time.perf_counter() - started
+                if chunk.usage is not None:
+                    shown.append(chunk.usage)
+            ttfts.append(first)
+        time.sleep(0.5)
+        book = httpx.get(gw.base_url + "/usage", headers={"authorization": f"Bearer {TEST_KEY}"}
+                         ).json()
+    cached = [(u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else 0) or 0
+              for u in shown]
+    print(f"\nllama.cpp: prompt {[u.prompt_tokens for u in shown]}, cached {cached}, "
+          f"TTFT {[round(t * 1000) for t in ttfts if t]} ms")
+    assert cached[0] < shown[0].prompt_tokens // 4 and cached[1] > shown[1].prompt_tokens // 2
+    expected = sum(cost_nanousd(u.prompt_tokens - c, u.completion_tokens, PRICE_IN, PRICE_OUT, c,
+                                price_cached) for u, c in zip(shown, cached, strict=True))
+    assert int(book["spent_today_nanousd"]) == expected
+    row = book["ledger"][0]
+    assert row["cached_tokens"] == sum(cached)
+    assert ttfts[1] is not None and ttfts[0] is not None and ttfts[1] < ttfts[0]

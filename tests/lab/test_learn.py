@@ -127,7 +127,7 @@ def test_the_cli_writes_an_artifact_that_classify_and_the_model_load(tmp_path: P
     queries = [{"id": 0, "prompt": "How do I make mushroom soup for 5 people?"},
                {"id": 1, "prompt": "Write a spreadsheet formula that sums Z1 to Z9 when the "
                                    "row is over 40."}]
-    scored = subprocess.run([sys.executable, "-m", "lab.commands", "classify",
+    scored = subprocess.run([sys.executable, "-m", "gateway.cli", "classify",
                              "--classifier", str(out)],
                             input="\n".join(json.dumps(q) for q in queries), capture_output=True,
                             text=True, timeout=120)

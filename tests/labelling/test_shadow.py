@@ -252,7 +252,8 @@ def test_a_verbose_shadow_stays_within_the_bound_and_a_cut_answer_is_no_label(
     assert small["requests"] == n and large["requests"] == n * rate
     earned = rate * cost_nanousd(small["input_tokens"], small["output_tokens"], *PRICES["large"])
     prompt = small["input_tokens"] // n
-    one = cost_nanousd(prompt + 1, 32, *(0.5 * p for p in PRICES["large"]))   # batch price
+    price_in, price_out = (0.5 * p for p in PRICES["large"])                  # batch price
+    one = cost_nanousd(prompt + 1, 32, price_in, price_out)
     print(f"shadow spend {large['cost_nanousd']} nano-USD, earned {earned:.0f} + one {one}")
     assert large["output_tokens"] <= 32 * large["requests"]      # cut at the cap, not 2,000
     assert 0 < large["cost_nanousd"] <= earned + one

@@ -47,8 +47,11 @@ def stop_reason(finish: Any, named_stop: Any, wire: MessagesWire, *, called_tool
 
 
 def usage_block(usage: Usage) -> dict[str, int]:
-    return {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    """Anthropic's usage: ``input_tokens`` are the prompt's uncached tokens, the cache's
+    reads and writes apart (the three add up to the prompt)."""
+    return {"input_tokens": usage.uncached_tokens, "output_tokens": usage.completion_tokens,
+            "cache_creation_input_tokens": usage.cache_write_tokens,
+            "cache_read_input_tokens": usage.cached_tokens}
 
 
 def tool_input(arguments: Any) -> dict[str, Any]:

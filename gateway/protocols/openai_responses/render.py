@@ -96,7 +96,8 @@ def assistant_message(output: list[dict[str, Any]]) -> dict[str, Any]:
 
 def usage_object(usage: Usage) -> dict[str, Any]:
     return {"input_tokens": usage.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "input_tokens_details": {"cached_tokens": usage.cached_tokens,
+                                     "cache_write_tokens": usage.cache_write_tokens},
             "output_tokens": usage.completion_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": usage.prompt_tokens + usage.completion_tokens}

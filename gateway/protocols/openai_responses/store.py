@@ -43,6 +43,7 @@ from redis.exceptions import RedisError
 from budget.keys import KeySpace
 from core.config import GatewayConfig
 from core.errors import QuotaExceeded, ServiceUnavailable
+from gateway.bulk import QuotaStore
 
 log = logging.getLogger("routegate.responses")
 CALL_TIMEOUT_S = 2.0
@@ -50,70 +51,18 @@ RECHECK_S = 5.0          # a team known full is looked at again after this long
 # Ids are ours ("resp_" and hex); anything else cannot name a stored response.
 _ID = re.compile(r"^resp_[A-Za-z0-9]{1,96}$")
 
-_SWEEP = """
-local function sweep(now)
-  local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 256)
-  for _, id in ipairs(gone) do
-    local size = tonumber(redis.call('HGET', KEYS[3], id) or '0')
-    redis.call('HDEL', KEYS[3], id)
-    redis.call('ZREM', KEYS[2], id)
-    redis.call('HINCRBY', KEYS[4], 'bytes', -size)
-    redis.call('HINCRBY', KEYS[4], 'count', -1)
-  end
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-sweep(now)
-"""
-# KEYS: record, index, sizes, usage. ARGV: record, ttl ms, max bytes, max count, id.
-# Reply: {1 stored | 0 refused, bytes, count} (the team's usage after).
-_SAVE = _SWEEP + """
-local size, ttl = string.len(ARGV[1]), tonumber(ARGV[2])
-local bytes = tonumber(redis.call('HGET', KEYS[4], 'bytes') or '0')
-local count = tonumber(redis.call('HGET', KEYS[4], 'count') or '0')
-if bytes + size > tonumber(ARGV[3]) or count + 1 > tonumber(ARGV[4]) then
-  return {0, bytes, count}
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
-redis.call('ZADD', KEYS[2], now + ttl, ARGV[5])
-redis.call('HSET', KEYS[3], ARGV[5], size)
-redis.call('HINCRBY', KEYS[4], 'bytes', size)
-redis.call('HINCRBY', KEYS[4], 'count', 1)
-for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], ttl + 60000) end
-return {1, bytes + size, count + 1}
-"""
-# KEYS: record, index, sizes, usage. ARGV: id. Reply: 1 if it was there.
-_DELETE = _SWEEP + """
-local found = redis.call('DEL', KEYS[1])
-if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
-  local size = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0')
-  redis.call('HDEL', KEYS[3], ARGV[1])
-  redis.call('HINCRBY', KEYS[4], 'bytes', -size)
-  redis.call('HINCRBY', KEYS[4], 'count', -1)
-end
-return found
-"""
-
-
 class ResponseStore:
     def __init__(self, redis: Any, config: GatewayConfig) -> None:
-        self._redis = redis
         self._keys = KeySpace(config.budget.key_prefix, config.budget.timezone)
+        self._store = QuotaStore(redis, self._keys.tag, "resp")
         settings = config.responses
         self.ttl_s = settings.store_ttl_s
         self.max_bytes = settings.max_stored_bytes
         self.team_bytes, self.team_count = settings.max_team_bytes, settings.max_team_count
-        self._save_script = redis.register_script(_SAVE)
-        self._delete_script = redis.register_script(_DELETE)
         self._full: dict[str, float] = {}     # team -> when it was found full (monotonic)
 
     def key(self, team: str, response_id: str) -> str:
-        return f"{self._keys.tag(team)}:resp:{response_id}"
-
-    def _keys_of(self, team: str, response_id: str) -> list[str]:
-        tag = self._keys.tag(team)
-        return [self.key(team, response_id), f"{tag}:resp:index", f"{tag}:resp:sizes",
-                f"{tag}:resp:usage"]
+        return self._store.key(team, response_id)
 
     def check_room(self, team: str) -> None:
         """Refuse a ``store: true`` request of a team known full (no round trip)."""
@@ -143,10 +92,9 @@ class ResponseStore:
             return False
         try:
             async with asyncio.timeout(CALL_TIMEOUT_S):
-                stored, used, count = await self._save_script(
-                    keys=self._keys_of(team, response["id"]),
-                    args=[record, self.ttl_s * 1000, self.team_bytes, self.team_count,
-                          response["id"]])
+                stored, used, count = await self._store.save(
+                    team, response["id"], record, ttl_s=self.ttl_s, max_bytes=self.team_bytes,
+                    max_count=self.team_count)
         except (RedisError, OSError, TimeoutError) as exc:
             log.warning("response %s not stored (%r)", response["id"], exc)
             return False
@@ -164,7 +112,7 @@ class ResponseStore:
             return None
         try:
             async with asyncio.timeout(CALL_TIMEOUT_S):
-                raw = await self._redis.get(self.key(team, response_id))
+                raw = await self._store.load(team, response_id)
         except (RedisError, OSError, TimeoutError) as exc:
             log.warning("cannot read stored response %s (%r)", response_id, exc)
             raise ServiceUnavailable("Stored responses are unavailable right now; retry, or send "
@@ -176,8 +124,7 @@ class ResponseStore:
             return False
         try:
             async with asyncio.timeout(CALL_TIMEOUT_S):
-                found = await self._delete_script(keys=self._keys_of(team, response_id),
-                                                  args=[response_id])
+                found = await self._store.delete(team, response_id)
         except (RedisError, OSError, TimeoutError) as exc:
             log.warning("cannot delete stored response %s (%r)", response_id, exc)
             raise ServiceUnavailable("Stored responses are unavailable right now; retry.") from None

@@ -1,0 +1,179 @@
+"""Warm prefixes: which model (and replica) probably still holds a conversation's prefix cached.
+
+    chain = prefix_chain(req.body)                 # one hash per message, each over all before it
+    warm = gw.warm.find(team, chain)               # the longest prefix served before, or None
+    ...                                            # the router prices it: cached tokens, less prefill
+    gw.warm.remember(team, chain[-1], Warm("medium", 0, prompt_tokens))
+
+An agent's session is a prompt that grows every turn: the system prompt, the
+tools, then every tool result so far. The upstream that served the last turn
+holds that whole prompt in its prefix cache (vLLM, SGLang, llama.cpp, and the
+providers' prompt caching) and reads it back at a fraction of the price and
+none of the prefill. Each request's prompt is hashed as a chain over its
+messages (the tools and response format first, each message's hash taken over
+the one before it), so a turn that appends to an earlier prompt contains that
+prompt's hash in its own chain. The last hash of each served request is
+remembered with the model and replica that served it and its prompt tokens.
+
+The record is kept in this replica's memory (bounded, least recently used
+first out, ``ttl_s`` near the upstream's cache lifetime) and shared through
+Redis off the request path: ``run`` writes what this replica served and reads
+what the others did, every ``SYNC_S``, in one pipelined round trip, so a
+session whose turns land on different gateway replicas still finds its warm
+model. The request path itself makes no Redis call for it.
+
+Redis, per team (T = the budget's hash tag): ``T:warm`` HASH hash -> "model|replica|
+tokens|at" and ``T:warm:at`` ZSET hash -> at (s), trimmed to ``ttl_s`` and
+``MAX_PER_TEAM`` entries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+log = logging.getLogger("routegate.warm")
+
+MAX_LOCAL = 100_000        # prefixes this replica remembers, all teams
+MAX_PER_TEAM = 20_000      # prefixes Redis keeps per team
+SYNC_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Warm:
+    model: str
+    replica: int
+    tokens: int            # the prompt tokens that request had: what the upstream caches
+    at: float = 0.0        # when it was served (wall clock)
+
+
+def prefix_chain(body: dict[str, Any]) -> list[bytes]:
+    """One hash per message of a chat body: each over the message and the hash before it,
+    the first over the tools and the response format, which the model reads first."""
+    head = {k: body[k] for k in ("tools", "response_format") if body.get(k)}
+    parent = hashlib.blake2b(orjson.dumps(head, option=orjson.OPT_SORT_KEYS),
+                             digest_size=16).digest()
+    chain = []
+    for message in body.get("messages") or ():
+        data = orjson.dumps(message, option=orjson.OPT_SORT_KEYS) if isinstance(message, dict) \
+            else b""
+        parent = hashlib.blake2b(parent + data, digest_size=16).digest()
+        chain.append(parent)
+    return chain
+
+
+class WarmPrefixes:
+    def __init__(self, ttl_s: float, max_local: int = MAX_LOCAL) -> None:
+        self.ttl_s = ttl_s
+        self.max_local = max_local
+        self._known: OrderedDict[tuple[str, bytes], Warm] = OrderedDict()
+        self._pending: dict[str, dict[bytes, Warm]] = {}    # team -> to write to Redis
+        self._seen_at: dict[str, float] = {}                 # team -> newest read from Redis
+
+    def find(self, team: str, chain: list[bytes]) -> Warm | None:
+        """The longest prefix of ``chain`` served within ``ttl_s``, if any."""
+        cutoff = time.time() - self.ttl_s
+        for h in reversed(chain):
+            warm = self._known.get((team, h))
+            if warm is not None:
+                if warm.at >= cutoff:
+                    return warm
+                del self._known[(team, h)]
+        return None
+
+    def remember(self, team: str, last: bytes, warm: Warm) -> None:
+        """``last``: the served request's whole prompt (its chain's last hash)."""
+        self._put(team, last, warm)
+        self._pending.setdefault(team, {})[last] = warm
+
+    def _put(self, team: str, h: bytes, warm: Warm) -> None:
+        key = (team, h)
+        self._known[key] = warm
+        self._known.move_to_end(key)
+        while len(self._known) > self.max_local:
+            self._known.popitem(last=False)
+
+    async def run(self, redis: Any, tag_of: Any, teams: list[str]) -> None:
+        """Background task: share the record through Redis (``tag_of(team)``: its hash tag)."""
+        while True:
+            await asyncio.sleep(SYNC_S)
+            try:
+                await self.sync(redis, tag_of, teams)
+            except Exception as exc:      # Redis away: the local record goes on alone
+                log.debug("warm prefixes: sync failed (%r)", exc)
+
+    async def sync(self, redis: Any, tag_of: Any, teams: list[str]) -> None:
+        """Write what this replica served since the last sync; read what others did."""
+        pending, self._pending = self._pending, {}
+        now = time.time()
+        async with redis.pipeline(transaction=False) as pipe:
+            for team, entries in pending.items():
+                tag = tag_of(team)
+                pipe.hset(f"{tag}:warm", mapping={
+                    h: f"{w.model}|{w.replica}|{w.tokens}|{w.at}" for h, w in entries.items()})
+                pipe.zadd(f"{tag}:warm:at", {h: w.at for h, w in entries.items()})
+            for team in teams:
+                tag = tag_of(team)
+                pipe.zrangebyscore(f"{tag}:warm:at", f"({self._seen_at.get(team, now - self.ttl_s)}",
+                                   "+inf", withscores=True, start=0, num=MAX_PER_TEAM)
+            replies = await pipe.execute()
+        await self._take(redis, tag_of, teams, replies[len(replies) - len(teams):], now)
+        if pending:
+            await self._trim(redis, tag_of, list(pending), now)
+
+    async def _take(self, redis: Any, tag_of: Any, teams: list[str], fresh: list[Any],
+                    now: float) -> None:
+        wanted = [(team, [h for h, _ in rows if (team, h) not in self._known])
+                  for team, rows in zip(teams, fresh, strict=True)]
+        for team, rows in zip(teams, fresh, strict=True):
+            if rows:
+                self._seen_at[team] = max(float(at) for _, at in rows)
+        if not any(hashes for _, hashes in wanted):
+            return
+        async with redis.pipeline(transaction=False) as pipe:
+            for team, hashes in wanted:
+                if hashes:
+                    pipe.hmget(f"{tag_of(team)}:warm", hashes)
+            values = await pipe.execute()
+        for (team, hashes), got in zip([w for w in wanted if w[1]], values, strict=True):
+            for h, raw in zip(hashes, got, strict=True):
+                warm = _parse(raw)
+                if warm is not None and warm.at >= now - self.ttl_s:
+                    self._put(team, h if isinstance(h, bytes) else h.encode("latin-1"), warm)
+
+    async def _trim(self, redis: Any, tag_of: Any, teams: list[str], now: float) -> None:
+        """Keep each team's record within ``ttl_s`` and ``MAX_PER_TEAM`` entries."""
+        async with redis.pipeline(transaction=False) as pipe:
+            for team in teams:
+                tag = tag_of(team)
+                pipe.zrangebyscore(f"{tag}:warm:at", "-inf", now - self.ttl_s)
+                pipe.zrange(f"{tag}:warm:at", 0, -MAX_PER_TEAM - 1)
+            replies = await pipe.execute()
+        async with redis.pipeline(transaction=False) as pipe:
+            for i, team in enumerate(teams):
+                tag = tag_of(team)
+                gone = set(replies[2 * i]) | set(replies[2 * i + 1])
+                if gone:
+                    pipe.zrem(f"{tag}:warm:at", *gone)
+                    pipe.hdel(f"{tag}:warm", *gone)
+                for key in (f"{tag}:warm", f"{tag}:warm:at"):
+                    pipe.expire(key, int(self.ttl_s) + 60)
+            await pipe.execute()
+
+
+def _parse(raw: Any) -> Warm | None:
+    if raw is None:
+        return None
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    try:
+        model, replica, tokens, at = text.split("|")
+        return Warm(model, int(replica), int(tokens), float(at))
+    except ValueError:
+        return None

@@ -1,0 +1,254 @@
+"""``agent_sessions``: tool-using agent sessions on the simulated fleet, cache-aware or not.
+
+    routegate loadtest experiment --scenarios agent_sessions --quick --out /tmp/lt
+
+Each session is an agent loop: a system prompt of 1-6k tokens and 4-20
+tool definitions, a user task, then turns of (the model's tool call, the
+tool's result of 100-3k tokens) until its 6-30 turns are done, the answers
+30-400 tokens. The prompt grows every turn and is sent whole, as agents do.
+Sessions start at the Azure chat trace's arrival times; each turn waits for
+the one before (a closed loop per session), and streams.
+
+The demo fleet runs with its prefix caches (``sim/prefix_cache.py``) and
+cached input priced at 10% of input. Policies compared:
+
+- ``cache_aware``: ``routing.cache_aware: true`` (the default): the model that
+  holds a session's prefix reads it at the cached price, with no prefill;
+- ``cache_blind``: ``routing.cache_aware: false``: today's routing, blind to it;
+- ``large``: every turn to ``large``, which always meets the quality target.
+
+Per policy: cost per completed session (the team's ledger over the sessions
+that finished), the prefix-cache hit rate (cached ÷ prompt tokens, from the
+answers' usage), model switches per session, the share of turns routed with
+their quality target met (the routing reason), and interactive TTFT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from loadtest.fleet import fleet_config, gateway_process
+from loadtest.prompts import PromptBuilder
+from loadtest.stats import quantiles_ms
+from loadtest.traces import azure_trace
+
+POLICIES = ("cache_aware", "cache_blind", "large")
+CACHED_SHARE = 0.10              # cached input at 10% of the input price
+QUALITY_MET = ("quality-met", "quality-met-slo-missed", "requested")
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    sessions: int
+    turns: tuple[int, int]           # per session, inclusive
+    system: tuple[int, int]          # system prompt tokens
+    tools: tuple[int, int]           # tool definitions
+    result: tuple[int, int]          # tokens of each tool result
+    answer: tuple[int, int]          # max_tokens of each turn
+    rps: float = 1.0                 # session starts per second (the trace's arrivals)
+    quality: float = 0.7
+
+
+QUICK = SessionPlan(sessions=8, turns=(6, 10), system=(1000, 3000), tools=(4, 12),
+                    result=(100, 1200), answer=(30, 200), rps=1.0)
+FULL = SessionPlan(sessions=24, turns=(6, 30), system=(1000, 6000), tools=(4, 20),
+                   result=(100, 3000), answer=(30, 400), rps=0.5)
+
+
+def policy_config(policy: str, tmp: Path) -> dict[str, Any]:
+    config = fleet_config("slo_aware", tmp)
+    for model in config["models"]:
+        price = model["price"]
+        price["cached_input_per_mtok"] = round(price["input_per_mtok"] * CACHED_SHARE, 6)
+    routing = config.setdefault("routing", {})
+    routing["cache_aware"] = policy != "cache_blind"
+    if policy == "large":
+        routing.update(auto_policy="fixed", fixed_model="large")
+    return config
+
+
+def _tool(rng: random.Random, i: int, builder: PromptBuilder) -> dict[str, Any]:
+    fields = {f"arg_{j}": {"type": "string", "description": builder.body(rng.randint(8, 30))}
+              for j in range(rng.randint(2, 6))}
+    return {"type": "function", "function": {
+        "name": f"tool_{i}", "description": builder.body(rng.randint(20, 60)),
+        "parameters": {"type": "object", "properties": fields, "required": ["arg_0"]}}}
+
+
+@dataclass
+class Session:
+    system: str
+    task: str
+    tools: list[dict[str, Any]]
+    results: list[int]               # tool result tokens, one per turn after the first
+    answers: list[int]               # max_tokens per turn
+    start: float
+
+
+def sessions(plan: SessionPlan, builder: PromptBuilder, seed: int = 7) -> list[Session]:
+    rng = random.Random(seed)
+    arrivals = [r.t for r in azure_trace("conv", plan.rps, plan.sessions / plan.rps + 5)]
+    out = []
+    for n in range(plan.sessions):
+        turns = rng.randint(*plan.turns)
+        tools = [_tool(rng, i, builder) for i in range(rng.randint(*plan.tools))]
+        out.append(Session(
+            system=f"Session {n}: you are an agent.\n" + builder.body(rng.randint(*plan.system)),
+            task=f"Task {n}: " + builder.body(rng.randint(40, 200)), tools=tools,
+            results=[rng.randint(*plan.result) for _ in range(turns - 1)],
+            answers=[rng.randint(*plan.answer) for _ in range(turns)],
+            start=arrivals[n % len(arrivals)] if arrivals else n / plan.rps))
+    return out
+
+
+@dataclass
+class Turn:
+    model: str
+    reason: str
+    ttft_s: float | None
+    prompt: int
+    cached: int
+    ok: bool
+
+
+async def _turn(client: httpx.AsyncClient, url: str, key: str, body: dict[str, Any]
+                ) -> tuple[Turn, dict[str, Any]]:
+    """One streamed turn: what it was routed to, its TTFT and usage, and its answer."""
+    started = time.perf_counter()
+    ttft: float | None = None
+    usage: dict[str, Any] = {}
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    async with client.stream("POST", url + "/v1/chat/completions", json=body,
+                             headers={"authorization": f"Bearer {key}"}) as r:
+        model, reason = r.headers.get("x-routegate-model", "-"), r.headers.get(
+            "x-routegate-reason", "-")
+        if r.status_code != 200:
+            await r.aread()
+            return Turn(model, reason, None, 0, 0, False), {}
+        async for line in r.aiter_lines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = orjson.loads(line[6:])
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") or {}
+                if (delta.get("content") or delta.get("tool_calls")) and ttft is None:
+                    ttft = time.perf_counter() - started
+                text.append(delta.get("content") or "")
+                for call in delta.get("tool_calls") or ():
+                    slot = calls.setdefault(call.get("index", 0), {"id": call.get("id"), "type": "function",
+                                            "function": {"name": "", "arguments": ""}})
+                    fn = call.get("function") or {}
+                    slot["function"]["name"] += fn.get("name") or ""
+                    slot["function"]["arguments"] += fn.get("arguments") or ""
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    return Turn(model, reason, ttft, int(usage.get("prompt_tokens") or 0), int(cached), True), \
+        message
+
+
+async def run_session(client: httpx.AsyncClient, url: str, key: str, s: Session,
+                      builder: PromptBuilder, quality: float, t0: float) -> list[Turn]:
+    await asyncio.sleep(max(0.0, t0 + s.start - time.monotonic()))
+    messages: list[dict[str, Any]] = [{"role": "system", "content": s.system},
+                                      {"role": "user", "content": s.task}]
+    turns = []
+    for i, max_tokens in enumerate(s.answers):
+        last = i == len(s.answers) - 1
+        body = {"model": f"auto:{quality}", "messages": messages, "tools": s.tools,
+                "tool_choice": "auto" if last else "required", "max_tokens": max_tokens,
+                "stream": True, "stream_options": {"include_usage": True}}
+        turn, message = await _turn(client, url, key, body)
+        turns.append(turn)
+        if not turn.ok:
+            break
+        messages = [*messages, message]
+        if not last:
+            call_id = (message.get("tool_calls") or [{}])[0].get("id") or f"call_{i}"
+            messages.append({"role": "tool", "tool_call_id": call_id,
+                             "content": builder.body(s.results[i])})
+    return turns
+
+
+async def _spent(url: str, key: str) -> float:
+    async with httpx.AsyncClient(timeout=30) as client:
+        r = await client.get(url + "/v1/usage", headers={"authorization": f"Bearer {key}"})
+        return float(r.json()["spent_today_usd"])
+
+
+def summarize(policy: str, plan: SessionPlan, runs: list[list[Turn]], spent: float
+              ) -> dict[str, Any]:
+    turns = [t for session in runs for t in session]
+    done = [s for s in runs if s and all(t.ok for t in s)]
+    switches = [sum(a.model != b.model for a, b in zip(s, s[1:], strict=False))
+                for s in runs if s]
+    prompt = sum(t.prompt for t in turns)
+    ttfts = [t.ttft_s for t in turns if t.ttft_s is not None]
+    return {
+        "scenario": "agent_sessions", "policy": policy, "sessions": len(runs),
+        "completed_sessions": len(done), "turns": len(turns),
+        "cost_usd": round(spent, 6),
+        "cost_per_completed_session_usd": round(spent / len(done), 6) if done else None,
+        "prefix_cache_hit_rate": round(sum(t.cached for t in turns) / prompt, 4) if prompt else None,
+        "model_switches_per_session": round(sum(switches) / len(switches), 2) if switches else None,
+        "quality_target_met": round(sum(t.reason in QUALITY_MET or policy == "large"
+                                        for t in turns) / len(turns), 4) if turns else None,
+        "models": {m: sum(t.model == m for t in turns) for m in sorted({t.model for t in turns})},
+        "pools": {"interactive": {"ttft_ms": quantiles_ms(ttfts)}},
+        "plan": {"quality": plan.quality},
+    }
+
+
+async def run_policy(policy: str, plan: SessionPlan, tmp: Path, builder: PromptBuilder
+                     ) -> dict[str, Any]:
+    config = policy_config(policy, tmp / policy)
+    with gateway_process(config, tmp / policy) as gw:
+        key = gw.keys["interactive"]
+        work = sessions(plan, builder)
+        limits = httpx.Limits(max_connections=len(work) + 4)
+        async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+            t0 = time.monotonic()
+            runs = await asyncio.gather(*(run_session(client, gw.url, key, s, builder,
+                                                      plan.quality, t0) for s in work))
+        await asyncio.sleep(0.5)               # the last settles
+        spent = await _spent(gw.url, key)
+    return summarize(policy, plan, list(runs), spent)
+
+
+async def agent_sessions(quick: bool, tmp: Path, builder: PromptBuilder) -> list[dict[str, Any]]:
+    plan = QUICK if quick else FULL
+    rows = []
+    for policy in POLICIES:
+        print(f"  agent_sessions {policy} sessions={plan.sessions}", flush=True)
+        rows.append(await run_policy(policy, plan, tmp, builder))
+    return rows
+
+
+def targets(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """cache_aware at most 0.7x cache_blind per completed session, the same share of
+    turns meeting their target, and an interactive p95 TTFT no worse."""
+    by = {r["policy"]: r for r in runs if r["scenario"] == "agent_sessions"}
+    aware, blind = by.get("cache_aware"), by.get("cache_blind")
+    if not aware or not blind:
+        return {}
+    c0, c1 = blind["cost_per_completed_session_usd"], aware["cost_per_completed_session_usd"]
+    p0 = blind["pools"]["interactive"]["ttft_ms"]["p95"]
+    p1 = aware["pools"]["interactive"]["ttft_ms"]["p95"]
+    ratio = round(c1 / c0, 3) if c0 and c1 else None
+    return {"agent_sessions_cost_ratio": ratio,
+            "agent_sessions_quality": (aware["quality_target_met"], blind["quality_target_met"]),
+            "agent_sessions_p95_ttft_ms": (p1, p0),
+            "agent_sessions_met": ratio is not None and ratio <= 0.7
+            and aware["quality_target_met"] >= blind["quality_target_met"]
+            and (p1 or 0) <= (p0 or 0) * 1.05}

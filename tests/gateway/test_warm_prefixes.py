@@ -1,0 +1,109 @@
+"""Warm prefixes: which model holds a conversation's prefix, found by every replica."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import redis.asyncio as aioredis
+
+from budget.keys import KeySpace
+from gateway.pipeline.warm import Warm, WarmPrefixes, prefix_chain
+
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+
+
+def body(*messages: str, tools: list | None = None) -> dict:
+    out: dict = {"messages": [{"role": "user" if i % 2 == 0 else "assistant", "content": m}
+                              for i, m in enumerate(messages)]}
+    if tools:
+        out["tools"] = tools
+    return out
+
+
+def test_a_turn_that_appends_to_a_prompt_contains_its_hash() -> None:
+    first = prefix_chain(body("task", tools=TOOLS))
+    later = prefix_chain(body("task", "call", "result", tools=TOOLS))
+    assert later[: len(first)] == first and len(later) == 3
+    assert prefix_chain(body("task"))[0] != first[0]            # the tools are read first
+    assert prefix_chain(body("other", "call", tools=TOOLS))[0] != first[0]
+
+
+def test_the_longest_warm_prefix_is_found_and_expires() -> None:
+    warm = WarmPrefixes(ttl_s=60)
+    chain = prefix_chain(body("a", "b", "c", "d"))
+    warm.remember("t", chain[1], Warm("medium", 0, 500, time.time()))
+    warm.remember("t", chain[2], Warm("large", 1, 900, time.time()))
+    assert warm.find("t", chain) == warm.find("t", chain[:3])
+    assert warm.find("t", chain).model == "large"           # type: ignore[union-attr]
+    assert warm.find("t", chain[:2]).model == "medium"      # type: ignore[union-attr]
+    assert warm.find("other", chain) is None                # per team
+    warm.remember("t", chain[3], Warm("small", 0, 1000, time.time() - 120))
+    assert warm.find("t", chain).model == "large"           # type: ignore[union-attr]
+
+
+def test_replicas_share_the_record_through_redis() -> None:
+    tags = KeySpace(f"rgtest-{uuid.uuid4().hex[:8]}", "UTC")
+    chain = prefix_chain(body("a", "b"))
+
+    async def run() -> tuple[Warm | None, Warm | None]:
+        client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+        try:
+            one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
+            one.remember("t", chain[-1], Warm("large", 2, 700, time.time()))
+            before = two.find("t", chain)
+            await one.sync(client, tags.tag, ["t"])
+            await two.sync(client, tags.tag, ["t"])
+            return before, two.find("t", chain)
+        finally:
+            await client.delete(f"{tags.tag('t')}:warm", f"{tags.tag('t')}:warm:at")
+            await client.aclose()
+    before, after = asyncio.run(run())
+    assert before is None
+    assert after is not None and (after.model, after.replica, after.tokens) == ("large", 2, 700)
+
+
+def test_a_12_turn_agent_session_on_the_demo_fleet_stays_on_its_warm_model() -> None:
+    """The demo config, ``model: auto``, four tools and growing tool results: at most
+    two switches of model (it was six to eight before cache-aware routing), and the
+    later turns are read from the upstream's prefix cache."""
+    import random
+
+    import httpx
+    import yaml
+
+    from loadtest.agent_sessions import _tool, _turn
+    from loadtest.prompts import PromptBuilder
+    from tests.support import REPO, run_gateway
+
+    config = yaml.safe_load((REPO / "config" / "routegate.yaml").read_text())
+    config.update(redis_url="redis://127.0.0.1:6379/0",
+                  budget={"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"})
+    builder, rng = PromptBuilder(), random.Random(5)
+    tools = [_tool(rng, i, builder) for i in range(4)]
+
+    async def session(url: str) -> list:
+        messages: list = [{"role": "system", "content": "You are a coding agent. "
+                           + builder.body(1500)},
+                          {"role": "user", "content": "Fix the failing test. " + builder.body(80)}]
+        turns = []
+        async with httpx.AsyncClient(timeout=120) as client:
+            for i in range(12):
+                turn, message = await _turn(client, url, "sk-routegate-demo", {
+                    "model": "auto", "messages": messages, "tools": tools, "max_tokens": 120,
+                    "tool_choice": "required" if i < 11 else "auto", "stream": True,
+                    "stream_options": {"include_usage": True}})
+                assert turn.ok
+                turns.append(turn)
+                call_id = (message.get("tool_calls") or [{}])[0].get("id") or f"call_{i}"
+                messages += [message, {"role": "tool", "tool_call_id": call_id,
+                                       "content": builder.body(rng.randint(200, 1500))}]
+        return turns
+    with run_gateway(config) as gw:
+        turns = asyncio.run(session(gw.url))
+    models = [t.model for t in turns]
+    switches = sum(a != b for a, b in zip(models, models[1:], strict=False))
+    print("models:", models, "cached:", [t.cached for t in turns])
+    assert switches <= 2, models
+    assert all(t.cached > 0.5 * t.prompt for t in turns[6:])
