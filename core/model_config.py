@@ -112,10 +112,17 @@ class ModelConfig(Strict):
     kind: Literal["chat", "embedding"] = "chat"
     # Other names clients may use for this model (e.g. gpt-4o-mini), in every door.
     aliases: list[ModelName] = Field(default_factory=list, max_length=64)
-    backend: Literal["simulated", "openai_compat"] = "simulated"
+    # openai_compat: OpenAI's chat protocol (OpenAI, vLLM, llama.cpp, ...); anthropic: the
+    # Messages API; azure_openai: a deployment (api-version, api-key); bedrock: Converse,
+    # SigV4-signed; simulated: the demo fleet, in process.
+    backend: Literal["simulated", "openai_compat", "anthropic", "azure_openai", "bedrock"] = "simulated"
     base_url: str | list[str] | None = None
     upstream_model: str | None = None
     api_key_env: str | None = None
+    # azure_openai: the api-version query parameter. bedrock: the AWS region (its endpoint
+    # unless base_url overrides it, e.g. a VPC endpoint).
+    api_version: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9.-]+$")
+    region: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[a-z0-9-]+$")
     price: Price
     context_window: int = Field(default=8192, ge=16)
     max_output_tokens: int = Field(default=2048, ge=1)
@@ -154,8 +161,12 @@ class ModelConfig(Strict):
 
     @model_validator(mode="after")
     def _backend_fields(self) -> ModelConfig:
-        if self.backend == "openai_compat" and not self.base_url:
-            raise ValueError("openai_compat models need base_url")
+        if self.backend in ("openai_compat", "azure_openai") and not self.base_url:
+            raise ValueError(f"{self.backend} models need base_url")
+        if self.backend == "bedrock" and not (self.region or self.base_url):
+            raise ValueError("bedrock models need region (or base_url)")
+        if self.backend in ("azure_openai", "bedrock") and not self.upstream_model:
+            raise ValueError(f"{self.backend} models need upstream_model (the deployment or model id)")
         if self.backend == "simulated" and self.base_url:
             raise ValueError("simulated models run in-process; use openai_compat for a URL")
         for name in (self.name, *self.aliases):

@@ -23,6 +23,8 @@ def build_backends(config: GatewayConfig) -> dict[str, Backend]:
             from sim.backend import SimulatedBackend  # the lab's, imported only if used
 
             backends[model.name] = SimulatedBackend(model)
-        else:
+        elif model.backend == "openai_compat":
             backends[model.name] = OpenAICompatBackend(model, max_rest_s=config.breaker.max_rest_s)
+        else:
+            raise NotImplementedError(f"backend {model.backend!r} (model {model.name!r})")
     return backends
