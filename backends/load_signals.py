@@ -111,6 +111,11 @@ def metrics_urls(model: ModelConfig) -> list[str]:
     return [url.removesuffix("/v1") + "/metrics" for url in model.base_urls]
 
 
+# llama.cpp answers 501 on /metrics unless it was started with its metrics on.
+LLAMACPP_HINT = ("; llama.cpp serves /metrics only when started with --metrics "
+                 "(xllamacpp: endpoint_metrics = True)")
+
+
 class LoadPoller:
     def __init__(self, model: ModelConfig, stats: LiveStats) -> None:
         settings = model.load_metrics
@@ -131,7 +136,9 @@ class LoadPoller:
             async with asyncio.timeout(self.timeout_s):
                 async with session.get(url) as reply:
                     if reply.status != 200:
-                        raise ValueError(f"HTTP {reply.status}")
+                        raise ValueError(f"HTTP {reply.status}" + (
+                            LLAMACPP_HINT if self.format == "llamacpp" and reply.status == 501
+                            else ""))
                     body = await reply.content.read(MAX_BODY_BYTES + 1)
             if len(body) > MAX_BODY_BYTES:
                 raise ValueError(f"over {MAX_BODY_BYTES} bytes")

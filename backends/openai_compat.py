@@ -39,6 +39,7 @@ import orjson
 
 from backends.affinity import PrefixAffinity
 from backends.base import Completion, LiveStats, UpstreamCall, Usage
+from backends.model_name import BodyModel
 from backends.stream import HTTPChunkStream, StreamMeter
 from backends.transport import (
     ConnectError,
@@ -216,6 +217,7 @@ class OpenAICompatBackend:
         self._first_byte_s = model.timeouts.first_byte_s
         self._total_s = model.timeouts.total_s
         self.between_s = model.timeouts.between_chunks_s
+        self.body_model = BodyModel.of(model)   # the configured name in answers, not the upstream's id
 
     async def _request(self, call: UpstreamCall, replica: int) -> Response:
         origin = self._origins[replica]
@@ -287,6 +289,8 @@ class OpenAICompatBackend:
         usage = Usage.from_wire(data.get("usage"))
         self.stats.requests += 1
         ttft = self._observe_timings(data.get("timings"), elapsed, usage)
+        if self.body_model is not None:
+            body, data = self.body_model.completion(body, data)
         return Completion(body=body, data=data, usage=usage, latency_s=elapsed, ttft_s=ttft)
 
     def _observe_timings(self, timings: Any, elapsed: float, usage: Usage | None) -> float | None:

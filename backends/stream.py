@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from backends.base import LiveStats, Usage
+from backends.model_name import BodyModel
 from backends.sse import EventSplitter, SSEEvent
 from backends.transport import Response
 from core.errors import GatewayError, UpstreamError
@@ -30,6 +31,7 @@ class StreamOwner(Protocol):
     stats: _Stats
     between_s: float           # the most silence between two reads
     affinity: Any              # releases the replica the stream held
+    body_model: BodyModel | None   # renames the upstream's model id in each chunk
 
     def convert(self, exc: BaseException, *, generating: bool = False,
                 mid_stream: bool = False) -> GatewayError | None: ...
@@ -136,6 +138,7 @@ class HTTPChunkStream(MeteredStream):
         self._split = EventSplitter()
         self._pending: list[bytes] = []
         self._stats = backend.stats
+        self._rename = backend.body_model
 
     @property
     def buffered(self) -> bool:
@@ -165,6 +168,8 @@ class HTTPChunkStream(MeteredStream):
                                 f"model {self._backend.name} ended the stream without [DONE]",
                                 code="upstream_stream_truncated")
                 event = SSEEvent.parse(self._pending.pop(0))
+                if self._rename is not None:
+                    event = self._rename.event(event)
                 self._meter.observe(event)
                 yield event
                 if event.done:

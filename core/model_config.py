@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Annotated, Literal
 
@@ -23,6 +24,8 @@ from core.scheduler_config import DEFAULT_MAX_CONCURRENCY, SchedulerConfig
 from core.strict import Strict, check_http_url
 
 PoolName = Literal["interactive", "batch"]
+# OpenAI's reasoning models refuse max_tokens (o1, o3-mini, o4-mini, gpt-5, gpt-5.1-mini, ...).
+REASONING_IDS = re.compile(r"^(?:openai/)?(?:o\d|gpt-5)", re.IGNORECASE)
 POOL_NAMES: tuple[PoolName, ...] = ("interactive", "batch")
 
 
@@ -135,7 +138,8 @@ class ModelConfig(Strict):
     # and billed (gateway/money/prompt_meter.py): the fit times (1 + margin).
     prompt_margin: float = Field(default=0.25, ge=0, le=4)
     # The name the upstream reads the output cap under (OpenAI's reasoning models take
-    # only max_completion_tokens); None: the client's own, one of the two if it sent both.
+    # only max_completion_tokens); None: max_completion_tokens for an OpenAI reasoning
+    # model's id (o1, o3, o4-mini, gpt-5, ...), else the client's own.
     output_tokens_param: Literal["max_tokens", "max_completion_tokens"] | None = None
     timeouts: Timeouts = Timeouts()
     transport: TransportConfig = TransportConfig()
@@ -187,6 +191,15 @@ class ModelConfig(Strict):
     @property
     def wire_model(self) -> str:
         return self.upstream_model or self.name
+
+    @property
+    def output_cap_param(self) -> str | None:
+        """The output cap's name upstream (``output_tokens_param``, or read off the id)."""
+        if self.output_tokens_param is not None:
+            return self.output_tokens_param
+        if self.backend in ("openai_compat", "azure_openai") and REASONING_IDS.match(self.wire_model):
+            return "max_completion_tokens"
+        return None
 
     @property
     def max_concurrency(self) -> int:

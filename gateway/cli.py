@@ -156,13 +156,15 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def config_notes(config: GatewayConfig) -> list[str]:
-    """What a valid config may still get wrong at run time: a budget Redis that may
-    evict its counters (when a Redis URL is set and answers)."""
+    """What a valid config may still get wrong at run time: a model's key not set, a
+    quality target only a dear model reaches, a budget Redis that may evict its
+    counters (when a Redis URL is set and answers)."""
     import asyncio
 
     from budget.eviction import eviction_risk
+    from gateway.observe.startup import ability_notes, key_notes
 
-    notes = []
+    notes = key_notes(config) + ability_notes(config)
     url = config.effective_redis_url
     if url:
         async def read() -> str | None:

@@ -103,6 +103,53 @@ def warnings(config: GatewayConfig, *, shared_redis: bool, local_blobs: bool) ->
                    "teams' quality targets (slo_aware is the default)")
     if not config.teams:
         out.append("no teams: every request is refused (401)")
+    return out + key_notes(config) + ability_notes(config)
+
+
+# A target only a model this many times the cheapest's price reaches sends it most requests.
+DEAR_FACTOR = 5.0
+NEEDS_KEY = ("anthropic", "azure_openai")
+
+
+def _unit_price(m: ModelConfig) -> float:
+    return m.price.input_per_mtok + m.price.output_per_mtok
+
+
+def key_notes(config: GatewayConfig) -> list[str]:
+    """Models whose upstream key is missing: their first request would be a 502 upstream_auth."""
+    out = []
+    for m in config.models:
+        if m.api_key_env and not os.environ.get(m.api_key_env):
+            out.append(f"model {m.name}: {m.api_key_env} (its api_key_env) is not set: its "
+                       "upstream will refuse every request (502 upstream_auth)")
+        elif not m.api_key_env and m.backend in NEEDS_KEY:
+            out.append(f"model {m.name}: backend {m.backend} needs a key: set api_key_env")
+    return out
+
+
+def ability_notes(config: GatewayConfig) -> list[str]:
+    """Teams whose quality target only a dear model reaches by its ``ability``: `auto`
+    sends them most requests there (docs/configuration.md, "ability")."""
+    out = []
+    chat = [m for m in config.models if m.kind == "chat"]
+    for team in config.teams:
+        allowed = [m for m in chat if team.allowed_models is None or m.name in team.allowed_models]
+        if len(allowed) < 2:
+            continue      # nothing to route between
+        cheapest = min(allowed, key=_unit_price)
+        meets = [m for m in allowed if m.ability >= team.quality]
+        if not meets:
+            out.append(f"team {team.name}: no model's ability reaches its quality {team.quality:g} "
+                       f"(best {max(m.ability for m in allowed):g}): auto picks the best value "
+                       "and marks it at risk; lower teams[].quality or check the abilities")
+            continue
+        best = min(meets, key=_unit_price)
+        factor = _unit_price(best) / max(_unit_price(cheapest), 1e-12)
+        if factor >= DEAR_FACTOR:
+            out.append(f"team {team.name}: only {best.name} and dearer reach its quality "
+                       f"{team.quality:g} by ability ({best.name} {best.ability:g}, {factor:.0f}x "
+                       f"the price of {cheapest.name} at {cheapest.ability:g}): auto sends most "
+                       "requests there; lower teams[].quality or check the abilities")
     return out
 
 

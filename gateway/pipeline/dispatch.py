@@ -56,8 +56,9 @@ def upstream_payload(req: ModelRequest, model: ModelConfig, check: AnswerCheck |
     and logprobs when the answer's confidence is checked."""
     payload = dict(req.body)
     payload["model"] = model.wire_model
-    if model.output_tokens_param is not None or "max_completion_tokens" in payload:
-        _one_output_cap(payload, model.output_tokens_param)
+    param = model.output_cap_param
+    if param is not None or "max_completion_tokens" in payload:
+        _one_output_cap(payload, param)
     if req.stream:
         # Always ask for usage, so every stream is billed exactly; the relay
         # drops the usage chunk again when the client did not ask for it.

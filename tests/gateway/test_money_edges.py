@@ -129,3 +129,19 @@ def test_parts_that_cannot_be_counted_are_a_400_naming_them(part: dict) -> None:
         chat_request(body, {})
     assert refused.value.param == "messages[0].content[1].type"
     assert repr(part["type"]) in refused.value.message
+
+
+@pytest.mark.parametrize(("wire", "param"), [
+    ("gpt-5-mini", "max_completion_tokens"), ("o3", "max_completion_tokens"),
+    ("openai/o4-mini", "max_completion_tokens"), ("gpt-4.1", None), ("omni-7b", None)])
+def test_a_reasoning_model_is_sent_max_completion_tokens_from_any_door(wire: str, param: str | None
+                                                                      ) -> None:
+    """The Responses and Messages doors build chat bodies with max_tokens, which OpenAI's
+    reasoning models refuse: for their ids it goes upstream as max_completion_tokens."""
+    model = ModelConfig(name="m", backend="openai_compat", base_url="http://127.0.0.1:1/v1",
+                        upstream_model=wire, price=Price(input_per_mtok=1, output_per_mtok=1))
+    assert model.output_cap_param == param
+    req = chat_request({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                        "max_tokens": 64}, {})
+    sent = upstream_payload(req, model, None)
+    assert sent[param or "max_tokens"] == 64 and len({"max_tokens", "max_completion_tokens"} & set(sent)) == 1

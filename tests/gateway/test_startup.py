@@ -38,6 +38,7 @@ def test_the_start_up_block_names_the_address_and_every_unsafe_setting(sim_url: 
 def test_a_safe_config_warns_about_nothing(sim_url: str) -> None:
     config = base_config(sim_url, routing={"auto_policy": "slo_aware"},
                          metrics={"require_admin_key": True})
+    config["teams"][0]["quality"] = 0.5      # a target its models' abilities reach
     with run_gateway(config, env={"ROUTEGATE_ADMIN_KEY": "k" * 32}) as gw:
         log = gw.log()
     assert "routing: auto -> slo_aware" in log
@@ -97,3 +98,30 @@ def test_readyz_is_degraded_while_each_pool_is_served_and_503_when_one_is_not(
         ready = httpx.get(gw.url + "/readyz")
     assert ready.status_code == 503 and ready.json()["status"] == "unavailable"
     assert ready.json()["pools"] == {"interactive": False, "batch": False}
+
+
+def test_check_config_names_an_unset_key_and_a_target_only_a_dear_model_reaches(tmp_path) -> None:
+    """Issue 49: an unset api_key_env passed as `ok` and failed on the first request; a
+    target of 0.6 over `tiny` at 0.5 sent everything to the model 20x dearer, unsaid."""
+    def model(name: str, ability: float, price: float) -> dict:
+        return {"name": name, "backend": "openai_compat", "base_url": "http://127.0.0.1:9/v1",
+                "api_key_env": "ROUTEGATE_TEST_UNSET_KEY", "ability": ability,
+                "price": {"input_per_mtok": price, "output_per_mtok": price}}
+    config = base_config("http://127.0.0.1:9/v1")
+    config["models"] = [model("tiny", 0.5, 0.1), model("big", 0.7, 2.0)]
+    config["teams"] = [{**config["teams"][0], "quality": 0.6}]
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {k: v for k, v in child_env().items() if k != "ROUTEGATE_TEST_UNSET_KEY"}
+    run = subprocess.run([sys.executable, "-m", "gateway.cli", "check-config", str(path)],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    warned = [line for line in run.stdout.splitlines() if line.startswith("  warning: ")]
+    assert any("model tiny: ROUTEGATE_TEST_UNSET_KEY" in w and "upstream_auth" in w for w in warned)
+    assert any("only big and dearer reach its quality 0.6" in w and "20x" in w for w in warned)
+    config["teams"][0]["quality"] = 0.45
+    path.write_text(yaml.safe_dump(config))
+    run = subprocess.run([sys.executable, "-m", "gateway.cli", "check-config", str(path)],
+                         cwd=REPO, env={**env, "ROUTEGATE_TEST_UNSET_KEY": "sk-x"},
+                         capture_output=True, text=True, timeout=60)
+    assert "warning" not in run.stdout, run.stdout

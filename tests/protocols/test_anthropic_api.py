@@ -80,7 +80,10 @@ def body_of(exc: anthropic.APIStatusError) -> dict[str, Any]:
 
 
 def price(usage: anthropic.types.Usage) -> int:
-    return cost_nanousd(usage.input_tokens, usage.output_tokens, *FAST_PRICE)
+    # Anthropic's input_tokens leave out the cache's: "fast" prices them all as input.
+    read = (usage.input_tokens + (usage.cache_read_input_tokens or 0)
+            + (usage.cache_creation_input_tokens or 0))
+    return cost_nanousd(read, usage.output_tokens, *FAST_PRICE)
 
 
 def test_create_with_a_system_prompt(gw: Gateway) -> None:
@@ -90,7 +93,7 @@ def test_create_with_a_system_prompt(gw: Gateway) -> None:
     message = raw.parse()
     assert raw.headers["x-routegate-model"] == "fast"
     assert message.id.startswith("msg_") and message.type == "message"
-    assert message.role == "assistant" and message.model == "default"   # the upstream's id
+    assert message.role == "assistant" and message.model == "fast"   # the configured name
     assert [b.type for b in message.content] == ["text"] and text_of(message)
     assert message.stop_reason in ("end_turn", "max_tokens") and message.stop_sequence is None
     assert message.usage.input_tokens > 0 and 0 < message.usage.output_tokens <= 50
