@@ -19,14 +19,16 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 import orjson
-import scipy.sparse as sp
 
 from classifiers.complexity import conversation_text
 from classifiers.sketch import PromptSketch, digest_of, sketch_of
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 MAX_LINES = 500_000
 MAX_MODELS = 64
@@ -97,6 +99,8 @@ class Labels:
     def _per_prompt(self) -> tuple[sp.csc_matrix, sp.csc_matrix]:
         """(1 where a model answered a prompt, its mean score there), prompts by
         models; repeated labels are averaged."""
+        import scipy.sparse as sp   # learning only (the lab extra): serving never reads this
+
         size = (len(self.prompts), len(self.names))
         answered = sp.csc_matrix((np.ones_like(self.score), (self.prompt, self.model)),
                                  shape=size)

@@ -29,8 +29,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# pyproject's lab extra: what train, eval, calibrate, learn and loadtest need and serving does not.
+LAB_EXTRA = frozenset({"sklearn", "scipy", "wordfreq", "matplotlib", "tqdm"})
+
+
 def main(argv: list[str] | None = None) -> int:
-    return product.main(argv, build_parser())
+    try:
+        return product.main(argv, build_parser())
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in LAB_EXTRA:
+            raise
+        print(f"routegate: this command needs {exc.name}, from the lab extra: "
+              "pip install 'routegate[lab]'", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

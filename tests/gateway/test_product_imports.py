@@ -20,13 +20,15 @@ from tests.support import REPO, child_env
 
 SCRIPT = textwrap.dedent("""
     import asyncio, json, sys
+    LAB_EXTRA = ("sklearn", "scipy", "wordfreq", "matplotlib", "tqdm")   # pyproject's lab extra
     from core.config import parse_config
     from gateway.state import AppState
 
     async def main():
         gw = await AppState.start(parse_config(json.loads(sys.argv[1])))
         loaded = sorted({m.split(".")[0] for m in sys.modules
-                         if m.split(".")[0] in ("sim", "lab", "loadtest", "routegate")})
+                         if m.split(".")[0] in ("sim", "lab", "loadtest", "routegate")
+                         or m.split(".")[0] in LAB_EXTRA})
         await gw.aclose()
         print(json.dumps(loaded))
 
@@ -53,3 +55,13 @@ def loaded_by(backend: str, tmp_path: object) -> list[str]:
 def test_serving_imports_the_simulator_only_for_a_simulated_model(
         backend: str, expected: list[str], tmp_path: object) -> None:
     assert loaded_by(backend, tmp_path) == expected
+
+
+def test_a_lab_command_without_the_lab_extra_says_what_to_install() -> None:
+    """The image installs the product alone: `routegate train` there names the extra."""
+    script = ("import sys; sys.modules['sklearn'] = None; from routegate.cli import main; "
+              "sys.exit(main(['train', '--out', '/nonexistent/x.npz']))")
+    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=child_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert "pip install 'routegate[lab]'" in run.stderr and "Traceback" not in run.stderr
