@@ -99,7 +99,7 @@ class Labels:
     def _per_prompt(self) -> tuple[sp.csc_matrix, sp.csc_matrix]:
         """(1 where a model answered a prompt, its mean score there), prompts by
         models; repeated labels are averaged."""
-        import scipy.sparse as sp   # learning only (the lab extra): serving never reads this
+        import scipy.sparse as sp  # learning only (the lab extra): serving never reads this
 
         size = (len(self.prompts), len(self.names))
         answered = sp.csc_matrix((np.ones_like(self.score), (self.prompt, self.model)),
