@@ -99,10 +99,10 @@ def _total(m: _Minutes, kind: str) -> list[float]:
 def _hit_rates(m: _Minutes) -> list[dict[str, Any]]:
     """Per model and minute: prompt tokens read from the upstream's prefix cache, of all."""
     out = []
-    for (kind, model, what), prompt in sorted(m.sums.items()):
-        if kind == "k" and what == "prompt":
-            cached = m.sums.get(("k", model, "cached"), [0.0] * m.n)
-            out.append({"model": model, "rate": _rate(cached, prompt)})
+    for key, prompt in sorted(m.sums.items()):
+        if len(key) == 3 and key[0] == "k" and key[2] == "prompt":
+            cached = m.sums.get(("k", key[1], "cached"), [0.0] * m.n)
+            out.append({"model": key[1], "rate": _rate(cached, prompt)})
     return out
 
 

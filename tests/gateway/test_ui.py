@@ -160,7 +160,9 @@ def _expected_series(history: dict) -> dict[str, set[str]]:
     return {"chart-requests": requests, "chart-ttft": quantiles["ttft"],
             "chart-tpot": quantiles["tpot"], "chart-load": load,
             "chart-spend": {t["team"] for t in history["spend"] if _drawn(t["spent_today_usd"])},
-            "chart-reasons": reasons}
+            "chart-reasons": reasons,
+            "chart-cache": {f"{r['model']} prefix-cache hits" for r in history["cache_hit_rate"]
+                            if _drawn(r["rate"])}}
 
 
 # Read in one script, so the page's re-render every 3 s cannot replace an element

@@ -325,6 +325,8 @@ def test_one_team_takes_at_most_its_share_of_the_shadow_slots() -> None:
     import asyncio
     from types import SimpleNamespace
 
+    from core.config import Price
+
     from gateway.pipeline import shadow as mod
 
     async def scenario() -> tuple[int, int, int]:
@@ -334,7 +336,7 @@ def test_one_team_takes_at_most_its_share_of_the_shadow_slots() -> None:
             async def _run(self, *args: object) -> None:
                 await release.wait()
 
-        model = SimpleNamespace(price=SimpleNamespace(input_per_mtok=1.0, output_per_mtok=1.0))
+        model = SimpleNamespace(price=Price(input_per_mtok=1.0, output_per_mtok=1.0))
         config = SimpleNamespace(pools=SimpleNamespace(batch=SimpleNamespace(price_multiplier=0.5)))
         gw = SimpleNamespace(models={"large": model}, labels=object(), config=config,
                              soft_limited=lambda caller: False)
