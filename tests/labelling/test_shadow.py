@@ -326,7 +326,6 @@ def test_one_team_takes_at_most_its_share_of_the_shadow_slots() -> None:
     from types import SimpleNamespace
 
     from core.config import Price
-
     from gateway.pipeline import shadow as mod
 
     async def scenario() -> tuple[int, int, int]:
