@@ -65,6 +65,10 @@ class Row:
     def prompt_tokens(self) -> int:
         return self.input_tokens + self.cache_read + self.cache_write
 
+    @property
+    def completion_tokens(self) -> int:
+        return self.output_tokens
+
 
 @dataclass
 class Ledger:
