@@ -34,8 +34,11 @@ def build_backends(config: GatewayConfig) -> dict[str, Backend]:
 
             backends[model.name] = AzureOpenAIBackend(model, max_rest_s=max_rest_s)
         elif model.backend == "bedrock":
-            from backends.bedrock import BedrockBackend  # needs botocore: the bedrock extra
-
+            try:
+                from backends.bedrock import BedrockBackend
+            except ImportError as exc:
+                raise RuntimeError("backend: bedrock needs botocore: pip install "
+                                   "'routegate[bedrock]'") from exc
             backends[model.name] = BedrockBackend(model, max_rest_s=max_rest_s)
         else:
             raise NotImplementedError(f"backend {model.backend!r} (model {model.name!r})")
