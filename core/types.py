@@ -65,9 +65,10 @@ class Usage:
         if details is not None:
             out.cached_tokens = _cached(details, out.prompt_tokens)
             # Written to the cache (Bedrock's cacheWriteInputTokens, as backends/bedrock
-            # spells it): the rest of the prompt at most.
-            out.cache_write_tokens = _cached(details, out.prompt_tokens - out.cached_tokens,
-                                             "cache_write_tokens")
+            # spells it): the rest of the prompt at most. Looked up only when present.
+            if isinstance(details, dict) and "cache_write_tokens" in details:
+                out.cache_write_tokens = _cached(details, out.prompt_tokens - out.cached_tokens,
+                                                 "cache_write_tokens")
         return out
 
     @property
