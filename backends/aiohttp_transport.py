@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import aiohttp
+import yarl
 
 from backends.transport import ConnectError, Origin, ProtocolError, ResponseTooLarge
 from core.config import Timeouts, TransportConfig
@@ -122,7 +123,11 @@ class AiohttpTransport:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect_s,
                                         connect=timeouts.connect_s + timeouts.pool_wait_s)
         with _translated():
-            resp = await session.request(method.decode("ascii"), origin.url(path),
+            # encoded=True: the path goes out as the backend wrote it, as the lean client
+            # sends it; yarl would otherwise decode %3A to ":" in a Bedrock model id,
+            # and the request would no longer match its SigV4 signature.
+            resp = await session.request(method.decode("ascii"),
+                                         yarl.URL(origin.url(path), encoded=True),
                                          headers=header_pairs(headers), data=body,
                                          timeout=timeout, allow_redirects=False)
         length = resp.headers.get("content-length", "")

@@ -169,6 +169,9 @@ class ModelConfig(Strict):
             raise ValueError(f"{self.backend} models need base_url")
         if self.backend == "bedrock" and not (self.region or self.base_url):
             raise ValueError("bedrock models need region (or base_url)")
+        if self.backend == "bedrock" and self.kind == "embedding":
+            raise ValueError("bedrock serves chat models here (Converse); its embedding "
+                             "models (InvokeModel) are not supported")
         if self.backend in ("azure_openai", "bedrock") and not self.upstream_model:
             raise ValueError(f"{self.backend} models need upstream_model (the deployment or model id)")
         if self.backend == "simulated" and self.base_url:

@@ -48,7 +48,8 @@ class Usage:
         """An upstream's ``usage`` object, saturated to ``MAX_REPORTED_TOKENS``;
         None when it is missing or not numbers (billing then counts for itself).
         ``prompt_tokens_details.cached_tokens`` (OpenAI, vLLM, SGLang, llama.cpp) is
-        read when it is a count, at most the prompt; anything else there is 0."""
+        read when it is a count, at most the prompt; anything else there is 0. So is
+        ``prompt_tokens_details.cache_write_tokens``, at most the rest of the prompt."""
         if not isinstance(usage, dict):
             return None
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
@@ -63,6 +64,11 @@ class Usage:
         details = usage.get("prompt_tokens_details")
         if details is not None:
             out.cached_tokens = _cached(details, out.prompt_tokens)
+            # Written to the cache (Bedrock's cacheWriteInputTokens, as backends/bedrock
+            # spells it): the rest of the prompt at most. Looked up only when present.
+            if isinstance(details, dict) and "cache_write_tokens" in details:
+                out.cache_write_tokens = _cached(details, out.prompt_tokens - out.cached_tokens,
+                                                 "cache_write_tokens")
         return out
 
     @property
@@ -71,9 +77,9 @@ class Usage:
         return max(0, self.prompt_tokens - self.cached_tokens - self.cache_write_tokens)
 
 
-def _cached(details: Any, prompt: int) -> int:
-    """``prompt_tokens_details.cached_tokens``, within 0..prompt; 0 if not a count."""
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+def _cached(details: Any, prompt: int, key: str = "cached_tokens") -> int:
+    """``prompt_tokens_details.cached_tokens`` (or ``key``), within 0..prompt; 0 if not a count."""
+    cached = details.get(key) if isinstance(details, dict) else None
     try:
         n = _count(cached)
     except ValueError:
