@@ -3,14 +3,16 @@
     backends = build_backends(config)      # name -> Backend (backends/base.py)
 
 A model with ``backend: openai_compat`` speaks to its upstream over HTTP
-(``backends/openai_compat.py``, its own transport). One with ``backend:
-simulated`` is the simulator in process (``sim/backend.py``), imported here
+(``backends/openai_compat.py``, its own transport); one with ``backend:
+anthropic`` speaks Anthropic's Messages API (``backends/anthropic_messages/``).
+One with ``backend: simulated`` is the simulator in process (``sim/backend.py``), imported here
 only then: a config of real upstreams never loads the simulator
 (``[tool.importlinter]`` in ``pyproject.toml`` allows this import alone).
 """
 
 from __future__ import annotations
 
+from backends.anthropic_messages import AnthropicBackend
 from backends.base import Backend
 from backends.openai_compat import OpenAICompatBackend
 from core.config import GatewayConfig
@@ -25,6 +27,8 @@ def build_backends(config: GatewayConfig) -> dict[str, Backend]:
             backends[model.name] = SimulatedBackend(model)
         elif model.backend == "openai_compat":
             backends[model.name] = OpenAICompatBackend(model, max_rest_s=config.breaker.max_rest_s)
+        elif model.backend == "anthropic":
+            backends[model.name] = AnthropicBackend(model, max_rest_s=config.breaker.max_rest_s)
         else:
             raise NotImplementedError(f"backend {model.backend!r} (model {model.name!r})")
     return backends
