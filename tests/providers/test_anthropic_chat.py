@@ -154,3 +154,18 @@ def test_an_image_reaches_the_upstream_as_a_block(client: openai.OpenAI,
     assert money.breaches() == []
     spent, expected = money.settled()
     assert spent == expected
+
+
+def test_the_responses_door_is_translated_too(client: openai.OpenAI, anthropic_gateway: Gateway,
+                                              anthropic_server: AnthropicServer) -> None:
+    money = Money(anthropic_gateway, anthropic_server)
+    response = client.responses.create(model="claude-a", instructions="You are terse.",
+                                       input="Name a city.", max_output_tokens=32, store=False)
+    assert response.status == "completed" and "Name a city." in response.output_text
+    sent = money.exchanges()[-1]
+    assert sent.body["system"] == [{"type": "text", "text": "You are terse."}]
+    assert response.usage is not None
+    assert response.usage.output_tokens == (sent.usage or {})["output_tokens"]
+    assert money.breaches() == []
+    spent, expected = money.settled()
+    assert spent == expected > 0
