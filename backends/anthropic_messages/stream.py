@@ -14,7 +14,8 @@ the gateway can still fall back, after it the relay ends the client's stream.
 Relayed natively (``native``: the door's protocol), every event is a
 ``NativeEvent``: Anthropic's own bytes for the door, beside their chat
 chunk (or None) for the pipeline; ``message_start`` names the configured
-model. The usage is Anthropic's, read from ``message_start`` and
+model, and ``message_stop`` comes on its own, before the usage chunk (which
+the relay never hands the door), so every event reaches the door as it was. The usage is Anthropic's, read from ``message_start`` and
 ``message_delta`` (cache reads and writes apart).
 """
 
@@ -58,9 +59,13 @@ class MessagesChunkStream(HTTPChunkStream):
             return                       # a comment, or anything after message_stop
         chunk = self._chunks.feed(data)
         if self._native is not None:
-            if data.get("type") == "message_start" and isinstance(data.get("message"), dict):
+            kind = data.get("type")
+            if kind == "message_start" and isinstance(data.get("message"), dict):
                 data["message"]["model"] = self._chunks.model   # the configured name
                 raw = b"event: message_start\ndata: " + orjson.dumps(data) + b"\n\n"
+            elif kind == "message_stop":     # for the door; the usage chunk then on its own
+                self._ready.append(NativeEvent(b"", None, native=raw, protocol=self._native))
+                raw = b""
             self._ready.append(NativeEvent(SSEEvent.from_data(chunk).raw if chunk else b"",
                                            chunk, native=raw, protocol=self._native))
         elif chunk is not None:

@@ -124,8 +124,9 @@ def test_a_native_call_goes_as_written_and_comes_back_as_anthropic_wrote_it(
     natives = [e for e in events if isinstance(e, NativeEvent)]
     assert natives[0].native.startswith(b"event: message_start") and b"claude-configured" in \
         natives[0].native
-    assert [e.native.split(b"\n")[0] for e in natives][-2:] == [b"event: message_delta",
-                                                               b"event: message_stop"]
+    assert [e.native.split(b"\n")[0] for e in natives][-3:] == [
+        b"event: message_delta", b"event: message_stop", b""]       # then the usage chunk
+    assert natives[-1].is_usage_only and events[-1].done
 
 
 @pytest.mark.parametrize("upstream, stream, error, code", [

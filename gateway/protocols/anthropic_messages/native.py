@@ -66,6 +66,7 @@ class MessagesRelay:
         self._start_usage: Any = None
         self._delta: dict[str, Any] | None = None     # message_delta, held until finish
         self._delta_raw = b""
+        self._stop = MESSAGE_STOP                       # the upstream's own, once it came
 
     def feed(self, event: SSEEvent) -> list[bytes]:
         if not (isinstance(event, NativeEvent) and event.protocol == ANTHROPIC_MESSAGES):
@@ -80,21 +81,22 @@ class MessagesRelay:
             self._delta, self._delta_raw = data, event.native   # its usage may need correcting
             return []
         elif kind == "message_stop":
-            return []                 # finish sends it, after message_delta
+            self._stop = event.native  # finish sends it, after message_delta
+            return []
         return [event.native]
 
     async def finish(self, usage: Usage) -> list[bytes]:
         if not self.native:
             return await self.translated.finish(usage)
         if self._delta is None:
-            return [MESSAGE_STOP]
+            return [self._stop]
         reported = usage_of(merged_usage(self._start_usage, self._delta.get("usage")))
         if _same(usage, reported):
-            return [self._delta_raw, MESSAGE_STOP]
+            return [self._delta_raw, self._stop]
         fixed = usage_block(_billed_split(usage, reported))
         sent = self._delta.get("usage")
         self._delta["usage"] = {**(sent if isinstance(sent, dict) else {}), **fixed}
-        return [sse("message_delta", self._delta), MESSAGE_STOP]
+        return [sse("message_delta", self._delta), self._stop]
 
     def fail(self, exc: GatewayError) -> list[bytes]:
         return self.translated.fail(exc)
