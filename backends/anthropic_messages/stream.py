@@ -15,8 +15,9 @@ Relayed natively (``native``: the door's protocol), every event is a
 ``NativeEvent``: Anthropic's own bytes for the door, beside their chat
 chunk (or None) for the pipeline; ``message_start`` names the configured
 model, and ``message_stop`` comes on its own, before the usage chunk (which
-the relay never hands the door), so every event reaches the door as it was. The usage is Anthropic's, read from ``message_start`` and
-``message_delta`` (cache reads and writes apart).
+the relay never hands the door), so every event reaches the door as it was.
+The usage is Anthropic's, read from ``message_start`` and ``message_delta``
+(cache reads and writes apart).
 """
 
 from __future__ import annotations
