@@ -10,19 +10,39 @@ two calls, like tensorzero's ``infer`` / ``infer_stream``:
 Both raise only ``core.errors`` exceptions (converted at the backend edge).
 Each backend keeps ``LiveStats``: smoothed TTFT, TPOT and in-flight count,
 which the routing policy reads to predict latency.
+
+Same protocol, no translation: a door whose wire protocol an upstream speaks
+natively (Anthropic's Messages door, an ``anthropic`` model) hands the
+client's own body along as ``call.native``. A backend that speaks that
+protocol (its ``native_protocol``) sends it as the client wrote it, and
+answers with ``Completion.native`` (or ``NativeEvent``s) beside the chat
+form the pipeline reads; any other backend ignores it and sends ``payload``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from core.types import LiveStats, Usage
 
 if TYPE_CHECKING:
     from backends.sse import SSEEvent
+
+# The native protocols a door may hand along (``NativeRequest.protocol``).
+ANTHROPIC_MESSAGES = "anthropic_messages"
+
+
+@dataclass(frozen=True, slots=True)
+class NativeRequest:
+    """A door's own request body, for an upstream that speaks the door's protocol."""
+
+    protocol: str                    # e.g. ANTHROPIC_MESSAGES
+    body: dict[str, Any]             # as the client wrote it (the backend rewrites ``model``)
+    headers: dict[str, str] = field(default_factory=dict)   # client headers it forwards
+
 
 @dataclass(slots=True)
 class UpstreamCall:
@@ -40,6 +60,7 @@ class UpstreamCall:
     # The model's replica to prefer (its warm prefix: gateway/pipeline/warm.py); the
     # backend sets the one it used.
     replica: int | None = None
+    native: NativeRequest | None = None   # the door's own body, for a backend that speaks it
 
     def bound_s(self, total_s: float) -> float:
         """How long a non-streamed call may take: ``total_s``, or less when the
@@ -58,6 +79,7 @@ class Completion:
     usage: Usage | None
     latency_s: float                 # the whole answer
     ttft_s: float | None = None      # time to the first token, when the server measures it
+    native: bytes | None = None      # the answer in the call's native protocol (call.native)
 
 
 class ChunkStream(Protocol):

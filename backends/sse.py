@@ -93,6 +93,17 @@ class SSEEvent:
         return None
 
 
+@dataclass(slots=True)
+class NativeEvent(SSEEvent):
+    """An event of a stream served in the door's own protocol (``backends/base.py``,
+    ``NativeRequest``): ``native`` is the upstream's event for the door to relay
+    as it is; ``raw`` and ``data`` are its chat-chunk form for the pipeline (usage,
+    answer checks, shadows), ``data`` None when it has none (a ping)."""
+
+    native: bytes = b""
+    protocol: str = ""
+
+
 def _call_text(calls: Any) -> str:
     out = ""
     for call in calls if isinstance(calls, list) else ():

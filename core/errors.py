@@ -21,12 +21,13 @@
     │   └── UpstreamTooLong           502     upstream_error          upstream_stream_too_long
     ├── UpstreamRejected              400     invalid_request_error   upstream_rejected
     ├── ServiceUnavailable            503     service_unavailable     (varies)
-    │   └── UpstreamSaturated         503     service_unavailable     upstream_saturated
+    │   ├── UpstreamSaturated         503     service_unavailable     upstream_saturated
+    │   └── UpstreamOverloaded        503     service_unavailable     upstream_overloaded
     └── UpstreamTimeout               504     timeout_error           upstream_timeout
 
 ``retryable`` says whether another model may succeed where this one failed:
-only network and protocol failures, upstream 5xx and 429, and timeouts
-before the first byte. A bug is never retryable.
+only network and protocol failures, upstream 5xx and 429 (and Anthropic's
+529 overloaded), and timeouts before the first byte. A bug is never retryable.
 
 Backend failures are converted to this tree at the backend edge
 (``backends/openai_compat.py``), and only here are errors turned into
@@ -249,6 +250,25 @@ class UpstreamSaturated(ServiceUnavailable):
     """No upstream connection became free within ``timeouts.pool_wait_s``."""
 
     default_code = "upstream_saturated"
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
+class UpstreamOverloaded(ServiceUnavailable):
+    """The upstream said it is overloaded (Anthropic's 529 ``overloaded_error``): like
+    a 429, the model rests (until ``retry_after_s``, if the upstream gave one) and
+    another is tried; unlike one, the client hears of an outage, not of its rate."""
+
+    default_code = "upstream_overloaded"
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None, **kw: Any) -> None:
+        headers = kw.pop("headers", None) or {}
+        if retry_after_s is not None:
+            headers["retry-after"] = str(max(1, int(retry_after_s + 0.999)))
+        super().__init__(message, headers=headers, **kw)
+        self.retry_after_s = retry_after_s
 
     @property
     def retryable(self) -> bool:

@@ -122,8 +122,9 @@ class ModelConfig(Strict):
     base_url: str | list[str] | None = None
     upstream_model: str | None = None
     api_key_env: str | None = None
-    # azure_openai: the api-version query parameter. bedrock: the AWS region (its endpoint
-    # unless base_url overrides it, e.g. a VPC endpoint).
+    # azure_openai: the api-version query parameter; anthropic: the anthropic-version header
+    # (default 2023-06-01). bedrock: the AWS region (its endpoint unless base_url overrides
+    # it, e.g. a VPC endpoint). anthropic's base_url defaults to https://api.anthropic.com.
     api_version: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9.-]+$")
     region: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[a-z0-9-]+$")
     price: Price

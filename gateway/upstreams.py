@@ -3,7 +3,8 @@
     backends = build_backends(config)      # name -> Backend (backends/base.py)
 
 A model with ``backend: openai_compat`` speaks to its upstream over HTTP
-(``backends/openai_compat.py``, its own transport); ``azure_openai`` is the
+(``backends/openai_compat.py``, its own transport); ``anthropic`` speaks
+Anthropic's Messages API (``backends/anthropic_messages/``); ``azure_openai`` is the
 same protocol at an Azure deployment's URL (``backends/azure_openai.py``);
 ``bedrock`` is Amazon Bedrock's Converse API (``backends/bedrock/``, imported
 only then: it needs botocore). One with ``backend: simulated`` is the
@@ -14,6 +15,7 @@ of real upstreams never loads the simulator (``[tool.importlinter]`` in
 
 from __future__ import annotations
 
+from backends.anthropic_messages import AnthropicBackend
 from backends.base import Backend
 from backends.openai_compat import OpenAICompatBackend
 from core.config import GatewayConfig
@@ -40,6 +42,8 @@ def build_backends(config: GatewayConfig) -> dict[str, Backend]:
                 raise RuntimeError("backend: bedrock needs botocore: pip install "
                                    "'routegate[bedrock]'") from exc
             backends[model.name] = BedrockBackend(model, max_rest_s=max_rest_s)
+        elif model.backend == "anthropic":
+            backends[model.name] = AnthropicBackend(model, max_rest_s=max_rest_s)
         else:
             raise NotImplementedError(f"backend {model.backend!r} (model {model.name!r})")
     return backends

@@ -9,10 +9,10 @@ model, then the rungs above it) and moves on for two reasons:
 
 - the upstream failed before anything reached the client, retryably
   (``GatewayError.retryable``: network and protocol errors, upstream 5xx and
-  429, a stream's first-byte timeout); an upstream 429 also rests that model
-  until its ``Retry-After``. Anything else ends the request at once: an
-  upstream 400 is the client's (no other model will take it either), a
-  401/403 is the operator's, and a bug is a bug.
+  429, a stream's first-byte timeout); an upstream 429 (or Anthropic's 529
+  overloaded) also rests that model until its ``Retry-After``. Anything else
+  ends the request at once: an upstream 400 is the client's (no other model
+  will take it either), a 401/403 is the operator's, and a bug is a bug.
 - the answer failed its checks (``AnswerCheck``: invalid JSON, schema or tool
   arguments, truncated structured output, low logprob). Its output is billed
   and the next rung is tried; the last rung's answer is delivered as it is.
@@ -34,7 +34,13 @@ import orjson
 
 from backends.base import ChunkStream, Completion, UpstreamCall
 from core.config import ModelConfig
-from core.errors import GatewayError, ServiceUnavailable, UpstreamRateLimited, UpstreamTimeout
+from core.errors import (
+    GatewayError,
+    ServiceUnavailable,
+    UpstreamOverloaded,
+    UpstreamRateLimited,
+    UpstreamTimeout,
+)
 from gateway.observe.otel import NO_SPAN, Span
 from gateway.pipeline.answers import HeldStream
 from gateway.pipeline.attempts import AnswerCheck, Attempt, Attempts
@@ -140,7 +146,7 @@ def _upstream_call(gw: AppState, req: ModelRequest, model: ModelConfig,
                         gw.router.predicted_quality(model, features),
                         span.upstream_headers(req.trace, request_id),
                         max_events=features.demand.stream_event_cap(model) if req.stream else 0,
-                        route=req.operation,
+                        route=req.operation, native=req.native,
                         replica=warm.replica if warm is not None and warm.model == model.name
                         else None)
 
@@ -188,7 +194,7 @@ async def _call(gw: AppState, req: ModelRequest, model: ModelConfig, call: Upstr
 def _note_failure(trial: Trial, exc: GatewayError) -> None:
     # Anything else (an upstream 400 or 401, a queue refusal, a total_s timeout)
     # says nothing about the model's health: no verdict, a probe is released.
-    if isinstance(exc, UpstreamRateLimited):
+    if isinstance(exc, UpstreamRateLimited | UpstreamOverloaded):
         trial.rest(exc.retry_after_s or 1.0)    # capped at breaker.max_rest_s
     elif exc.retryable:
         trial.failed()

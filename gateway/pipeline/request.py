@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from backends.base import NativeRequest
 from core.errors import InvalidRequest, MalformedJSON
 from gateway.observe.tracing import TraceContext
 
@@ -47,6 +48,9 @@ class ModelRequest:
     templated: bool = True        # messages go through a chat template (embeddings: raw texts)
     extra_prompt_tokens: int = 0  # prompt tokens given as token ids (counted as they are)
     wire: Any = None              # the door's own state, for rendering its answer
+    # The door's own body, for an upstream that speaks the door's protocol (which then
+    # gets it as the client wrote it: backends/base.py); every other one gets ``body``.
+    native: NativeRequest | None = None
     size: int = 0                 # the body's bytes, as the client sent it
     # ids sent upstream and logged (x-request-id, traceparent)
     trace: TraceContext = field(default_factory=lambda: TraceContext.from_headers({}))

@@ -7,8 +7,10 @@
     doors["/v1/completions"]            # OpenAI legacy completions (openai_completions.py)
     doors["/v1/embeddings"]             # OpenAI embeddings (openai_embeddings.py)
 
-``base.py`` says what a door is. Upstreams always speak OpenAI's protocol:
-chat completions, legacy completions and embeddings.
+``base.py`` says what a door is. The pipeline speaks OpenAI's protocol (chat
+completions, legacy completions and embeddings); a door's request may also go,
+as written, to an upstream that speaks the door's own protocol (``/v1/messages``
+to an ``anthropic`` model).
 """
 
 from __future__ import annotations

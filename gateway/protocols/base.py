@@ -8,10 +8,13 @@
 
 The pipeline (``gateway/pipeline/serve.py``) calls only these; everything
 between (classification, routing, pools, budgets, escalation, fallback,
-telemetry, the ledger) is the same code for every door. Upstreams speak
+telemetry, the ledger) is the same code for every door. The pipeline reads
 OpenAI's protocol, so a door that is not OpenAI chat translates both ways:
 its request into an OpenAI body, and the upstream's answer (or stream of
-``chat.completion.chunk`` events) into its own.
+``chat.completion.chunk`` events) into its own. A door may also keep its
+request as written (``ModelRequest.native``) for an upstream that speaks its
+protocol; that upstream's answer then carries the door's own bytes too
+(``Completion.native``, ``NativeEvent``), for the door to pass on as they are.
 """
 
 from __future__ import annotations

@@ -273,8 +273,9 @@ def test_a_body_over_the_cap_is_request_too_large(gw: Gateway) -> None:
 
 
 def test_an_unsupported_block_is_a_clear_bad_request(gw: Gateway) -> None:
+    # A PDF's cost cannot be counted before it is read (a text document can: it is text).
     document: DocumentBlockParam = {"type": "document", "source": {
-        "type": "text", "media_type": "text/plain", "data": "hi"}}
+        "type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQ="}}
     with pytest.raises(anthropic.BadRequestError) as refused:
         sdk(gw).messages.create(model="fast", max_tokens=5,
                                 messages=[{"role": "user", "content": [document]}])

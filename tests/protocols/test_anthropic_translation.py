@@ -111,6 +111,18 @@ REQUESTS = {
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
             {"type": "image_url", "image_url": {"url": "https://example.com/a.jpg"}},
             {"type": "text", "text": "Same picture?"}]}])),
+    "a text document is its title, context and text": (
+        body(messages=[{"role": "user", "content": [
+            {"type": "document", "title": "Memo", "context": "internal",
+             "citations": {"enabled": True}, "cache_control": {"type": "ephemeral"},
+             "source": {"type": "text", "media_type": "text/plain", "data": "Ship on Friday."}},
+            {"type": "document", "source": {"type": "content", "content": [
+                {"type": "text", "text": "Part one."}, {"type": "text", "text": "Part two."}]}},
+            {"type": "text", "text": "When do we ship?"}]}]),
+        chat(messages=[{"role": "user", "content": [
+            {"type": "text", "text": "Memo\n\ninternal\n\nShip on Friday."},
+            {"type": "text", "text": "Part one.\nPart two."},
+            {"type": "text", "text": "When do we ship?"}]}])),
     "text blocks, then a prefilled assistant turn": (
         body(messages=[{"role": "user", "content": [{"type": "text", "text": "Count:"},
                                                    {"type": "text", "text": "go"}]},
@@ -136,6 +148,16 @@ def test_the_pipeline_request_keeps_what_the_door_renders_with() -> None:
     assert (routed.model, routed.quality) == ("auto", 0.9)
 
 
+def test_the_request_keeps_the_clients_own_body_for_a_native_upstream() -> None:
+    sent = body(system=[{"type": "text", "text": "Rules.", "cache_control": {"type": "ephemeral"}}],
+                thinking={"type": "enabled", "budget_tokens": 1024})
+    req = messages_request(sent, {"anthropic-beta": "files-api-2025-04-14"})
+    assert req.native is not None and req.native.protocol == "anthropic_messages"
+    assert req.native.body is sent          # as the client wrote it, not a copy
+    assert req.native.headers == {"anthropic-beta": "files-api-2025-04-14"}
+    assert "thinking" not in req.body and req.body["messages"][0]["content"] == "Rules."
+
+
 REFUSED: dict[str, tuple[dict[str, Any], str]] = {
     "no max_tokens": ({"model": "fast", "messages": USER}, "'max_tokens' is a required property"),
     "no messages": ({"model": "fast", "max_tokens": 5}, "'messages' is a required property"),
@@ -147,9 +169,14 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
     "a text block without text": (
         body(messages=[{"role": "user", "content": [{"type": "text"}]}]),
         "messages.0.content.0: 'text' is a required property"),
-    "a document block": (
+    "a document block without a source type": (
         body(messages=[{"role": "user", "content": [{"type": "document", "source": {}}]}]),
-        "messages.0.content.0: content blocks of type 'document' are not supported"),
+        "messages.0.content.0.source: 'type' is a required property"),
+    "a PDF document block": (
+        body(messages=[{"role": "user", "content": [{"type": "document", "source": {
+            "type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}}]}]),
+        "messages.0.content.0: content blocks of type 'document' are not supported by this "
+        "gateway (a 'base64' source cannot be counted"),
     "a tool_use block from the user": (
         body(messages=[{"role": "user", "content": [
             {"type": "tool_use", "id": "t", "name": "n", "input": {}}]}]),

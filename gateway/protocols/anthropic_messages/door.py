@@ -14,6 +14,12 @@ e.g. with the official SDK::
 The key may come as ``x-api-key`` (Anthropic's), ``authorization: Bearer``
 or ``api-key``; ``anthropic-version`` and ``anthropic-beta`` are accepted
 whatever they say.
+
+Routed to an ``anthropic`` model, the request goes upstream as the client
+wrote it (``cache_control``, ``thinking``, documents, citations and all; its
+``anthropic-beta`` too) and the answer comes back as Anthropic wrote it
+(``native.py``); the chat form still classifies, routes, reserves and
+serves any other model.
 """
 
 from __future__ import annotations
@@ -27,9 +33,9 @@ from core.errors import GatewayError
 from core.types import Usage
 from gateway.pipeline.request import ModelRequest, load_object, off_loop
 from gateway.protocols.anthropic_messages.errors import render_error
+from gateway.protocols.anthropic_messages.native import MessagesRelay, native_message
 from gateway.protocols.anthropic_messages.parse import MessagesWire, messages_request
 from gateway.protocols.anthropic_messages.render import new_id, to_message
-from gateway.protocols.anthropic_messages.stream import MessagesStream
 
 if TYPE_CHECKING:
     from backends.base import Completion
@@ -55,12 +61,14 @@ class MessagesDoor:
 
     async def render(self, req: ModelRequest, completion: Completion, usage: Usage,
                      corrected: bool) -> bytes:
+        if completion.native is not None:      # an anthropic upstream's own message
+            return native_message(completion.native, usage, corrected)
         # Always the billed usage: the message is built anew, so there is no
         # upstream body to pass through when the figures were not corrected.
         return orjson.dumps(to_message(completion.data, usage, _wire(req), new_id("msg")))
 
-    def translator(self, req: ModelRequest, prompt_tokens: int = 0) -> MessagesStream:
-        return MessagesStream(_wire(req), prompt_tokens=prompt_tokens)
+    def translator(self, req: ModelRequest, prompt_tokens: int = 0) -> MessagesRelay:
+        return MessagesRelay(_wire(req), prompt_tokens=prompt_tokens)
 
     def error(self, exc: GatewayError) -> tuple[int, bytes]:
         return render_error(exc)

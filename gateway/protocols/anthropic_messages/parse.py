@@ -11,9 +11,14 @@
     max_tokens, stop_sequences, temperature, top_p, metadata.user_id -> max_tokens, stop, ..., user
 
 ``top_k`` and ``thinking`` have no chat counterpart and are dropped, as are
-``thinking`` blocks a client sends back (this door never produces them).
-Blocks chat cannot carry (documents, server tools' blocks, images inside a
+``thinking`` blocks a client sends back, and ``cache_control`` marks. A text
+document (a ``text`` or ``content`` source) is its title, context and text,
+as user text. Blocks chat cannot carry (PDF documents, whose cost cannot be
+counted before they are read, server tools' blocks, images inside a
 tool_result) are a 400 naming the block, never silently lost.
+
+The request keeps its body as the client wrote it (``req.native``): an
+``anthropic`` upstream gets that, not the chat form (``backends/base.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from backends.base import ANTHROPIC_MESSAGES, NativeRequest
 from core.errors import InvalidRequest
 from gateway.pipeline.request import ModelRequest
 from gateway.protocols.anthropic_messages.schema import check_request
@@ -69,6 +75,20 @@ def _result_text(block: Mapping[str, Any], where: str) -> str:
     return TOOL_ERROR_PREFIX + text if block.get("is_error") else text
 
 
+def _document_text(block: Mapping[str, Any], where: str) -> str:
+    """A text document as the text the model reads: its title, context and content."""
+    source = block["source"]
+    if source["type"] == "text" and isinstance(source.get("data"), str):
+        text = source["data"]
+    elif source["type"] == "content" and isinstance(source.get("content"), str | list):
+        text = _result_text({"content": source["content"]}, f"{where}.source")
+    else:
+        raise _unsupported(where, "document", f"a {source['type']!r} source cannot be counted "
+                           "before it is read; send its text as a text document")
+    return "\n\n".join(t for t in (block.get("title"), block.get("context"), text)
+                        if isinstance(t, str) and t)
+
+
 def _user_content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     if len(parts) == 1 and parts[0]["type"] == "text":
         return str(parts[0]["text"])
@@ -93,9 +113,11 @@ def _user_messages(content: str | list[dict[str, Any]], where: str) -> list[dict
             parts.append({"type": "text", "text": block["text"]})
         elif kind == "image":
             parts.append(_image_part(block["source"]))
+        elif kind == "document":
+            parts.append({"type": "text", "text": _document_text(block, f"{where}.{j}")})
         elif kind not in DROPPED_BLOCKS:
-            raise _unsupported(f"{where}.{j}", kind, "a user turn may carry text, image "
-                               "and tool_result blocks")
+            raise _unsupported(f"{where}.{j}", kind, "a user turn may carry text, image, "
+                               "text document and tool_result blocks")
     if parts or not out:
         out.append({"role": "user", "content": _user_content(parts) if parts else ""})
     return out
@@ -198,4 +220,7 @@ def messages_request(body: dict[str, Any], headers: Mapping[str, str]) -> ModelR
     check_request(body)
     req = chat_request(to_chat_body(body), headers)
     req.wire = MessagesWire(body["model"], tuple(body.get("stop_sequences") or ()))
+    beta = headers.get("anthropic-beta")
+    req.native = NativeRequest(ANTHROPIC_MESSAGES, body,
+                               {"anthropic-beta": beta} if beta else {})
     return req

@@ -45,9 +45,14 @@ def _by_type(kinds: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 _RESULT_BLOCK = _by_type({"text": _TEXT, "image": _IMAGE})
+_DOCUMENT = {"required": ["source"], "properties": {
+    "source": {"type": "object", "required": ["type"], "properties": {
+        "type": {"enum": ["text", "content", "base64", "url", "file"]}}},
+    "title": {"type": ["string", "null"]}, "context": {"type": ["string", "null"]}}}
 _BLOCK = _by_type({
     "text": _TEXT,
     "image": _IMAGE,
+    "document": _DOCUMENT,
     "tool_use": {"required": ["id", "name", "input"], "properties": {
         "id": _STRING, "name": _STRING, "input": {"type": "object"}}},
     "tool_result": {"required": ["tool_use_id"], "properties": {

@@ -1,0 +1,122 @@
+"""An Anthropic Messages answer as OpenAI chat: pure, no network.
+
+    chat = to_chat_completion(message, model="claude-haiku", created=1_700_000_000)
+    usage = usage_of(message["usage"])          # -> core.types.Usage, or None if unreadable
+    finish_reason("tool_use")                   # -> "tool_calls"
+
+    content blocks    text -> ``content`` (joined), tool_use -> ``tool_calls`` (input as
+                      JSON ``arguments``), thinking -> ``reasoning_content``; others
+                      (redacted thinking, server tools' blocks) have no chat form
+    stop_reason       end_turn, stop_sequence, pause_turn -> stop; max_tokens,
+                      model_context_window_exceeded -> length; tool_use -> tool_calls;
+                      refusal -> content_filter; anything else -> stop
+    usage             Anthropic's ``input_tokens`` exclude the cache's: prompt_tokens =
+                      input + cache_read + cache_creation; cached_tokens = cache_read,
+                      cache_write_tokens = cache_creation (billed at the model's cache
+                      prices), completion_tokens = output_tokens
+
+Every count is the upstream's word: one that is not a non-negative integer
+makes the usage unreadable (None: billing counts for itself), and each is
+saturated at ``core.types.MAX_REPORTED_TOKENS``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from core.types import MAX_REPORTED_TOKENS, Usage
+
+FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
+                  "max_tokens": "length", "model_context_window_exceeded": "length",
+                  "tool_use": "tool_calls", "refusal": "content_filter"}
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                "cache_creation_input_tokens")
+
+
+def finish_reason(stop_reason: Any) -> str:
+    return FINISH_REASONS.get(stop_reason, "stop") if isinstance(stop_reason, str) else "stop"
+
+
+def _count(value: Any) -> int | None:
+    """A token count the upstream reported, saturated; None if it is not one."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return min(value, MAX_REPORTED_TOKENS)
+
+
+def usage_of(usage: Any) -> Usage | None:
+    """Anthropic's usage object as the gateway's ``Usage``; None when unreadable."""
+    if (not isinstance(usage, dict) or usage.get("input_tokens") is None
+            or usage.get("output_tokens") is None):
+        return None
+    counts = [_count(usage.get(name)) for name in USAGE_FIELDS]
+    if any(c is None for c in counts):
+        return None
+    plain, output, read, written = (c or 0 for c in counts)
+    prompt = min(plain + read + written, MAX_REPORTED_TOKENS)
+    read = min(read, prompt)
+    return Usage(prompt, output, cached_tokens=read, cache_write_tokens=min(written, prompt - read))
+
+
+def merged_usage(start: Any, delta: Any) -> dict[str, Any]:
+    """A stream's usage: ``message_start``'s, field by field overwritten by the non-null
+    fields of the (cumulative) ``message_delta``: never added."""
+    merged = dict(start) if isinstance(start, dict) else {}
+    if isinstance(delta, dict):
+        merged.update({k: v for k, v in delta.items() if v is not None})
+    return merged
+
+
+def usage_json(usage: Usage) -> dict[str, Any]:
+    """OpenAI's usage object, the cache's reads and writes in ``prompt_tokens_details``."""
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens,
+                                      "cache_creation_tokens": usage.cache_write_tokens}}
+
+
+def tool_call(block: dict[str, Any]) -> dict[str, Any]:
+    arguments = block.get("input")
+    return {"id": str(block.get("id") or ""), "type": "function",
+            "function": {"name": str(block.get("name") or ""),
+                         "arguments": orjson.dumps(arguments if arguments is not None else {}
+                                                   ).decode()}}
+
+
+def chat_message(content: Any) -> dict[str, Any]:
+    """The assistant message the content blocks make."""
+    texts: list[str] = []
+    thoughts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in content if isinstance(content, list) else ():
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif kind == "tool_use":
+            calls.append(tool_call(block))
+        elif kind == "thinking" and isinstance(block.get("thinking"), str):
+            thoughts.append(block["thinking"])
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+    if calls:
+        message["tool_calls"] = calls
+    if thoughts:
+        message["reasoning_content"] = "".join(thoughts)
+    return message
+
+
+def to_chat_completion(answer: dict[str, Any], *, model: str, created: int) -> dict[str, Any]:
+    """A ``chat.completion`` for a Messages answer (its ``type`` already checked)."""
+    usage = usage_of(answer.get("usage"))
+    out: dict[str, Any] = {
+        "id": str(answer.get("id") or ""), "object": "chat.completion", "created": created,
+        "model": model,
+        "choices": [{"index": 0, "message": chat_message(answer.get("content")),
+                     "finish_reason": finish_reason(answer.get("stop_reason")),
+                     "logprobs": None}]}
+    if usage is not None:
+        out["usage"] = usage_json(usage)
+    return out

@@ -1,0 +1,171 @@
+"""The openai SDK on ``/v1/chat/completions``, through a real gateway, onto ``backend: anthropic``.
+
+Plain, streamed, a forced tool call, a tool-result round trip and
+json_schema: every request reaches the Anthropic test server on-spec (its
+ledger says so), the answers parse in the openai SDK, and the team's spend
+equals the server's own usage at the configured prices, to the nano-dollar.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+import pytest
+from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
+
+from tests.providers.anthropic_server import AnthropicServer
+from tests.providers.conftest import Money
+from tests.support import TEST_KEY, Gateway
+
+ASK: list[ChatCompletionMessageParam] = [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "What is the weather in Paris?"}]
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "temp": {"type": "number"}},
+          "required": ["city", "temp"], "additionalProperties": False}
+WEATHER: ChatCompletionToolParam = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city now.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+
+
+@pytest.fixture
+def client(anthropic_gateway: Gateway) -> openai.OpenAI:
+    return openai.OpenAI(base_url=anthropic_gateway.base_url, api_key=TEST_KEY, max_retries=0,
+                         timeout=30)
+
+
+def test_a_plain_answer(client: openai.OpenAI, anthropic_gateway: Gateway,
+                        anthropic_server: AnthropicServer) -> None:
+    money = Money(anthropic_gateway, anthropic_server)
+    answer = client.chat.completions.create(model="claude-a", messages=ASK, max_tokens=64,
+                                            temperature=0.3, stop=["NEVER"])
+    assert answer.model == "claude-a" and answer.choices[0].finish_reason == "stop"
+    assert "What is the weather in Paris?" in (answer.choices[0].message.content or "")
+    sent = money.exchanges()[-1]
+    assert sent.body["system"] == [{"type": "text", "text": "You are terse."}]
+    assert sent.body["model"] == "claude-test" and sent.body["max_tokens"] == 64
+    assert sent.body["temperature"] == 0.3 and sent.body["stop_sequences"] == ["NEVER"]
+    assert sent.headers["anthropic-version"] == "2023-06-01"
+    usage = sent.usage or {}
+    assert answer.usage is not None and answer.usage.prompt_tokens == usage["input_tokens"]
+    assert answer.usage.completion_tokens == usage["output_tokens"]
+    assert money.breaches() == []
+    spent, expected = money.settled()
+    assert spent == expected > 0
+
+
+def test_a_stream_is_billed_the_servers_usage(client: openai.OpenAI, anthropic_gateway: Gateway,
+                                              anthropic_server: AnthropicServer) -> None:
+    money = Money(anthropic_gateway, anthropic_server)
+    chunks = list(client.chat.completions.create(
+        model="claude-a", messages=ASK, max_tokens=64, stream=True,
+        stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert "What is the weather in Paris?" in text
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    usage = money.exchanges()[-1].usage or {}
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == usage["output_tokens"]
+    assert money.exchanges()[-1].body["stream"] is True
+    assert money.breaches() == []
+    spent, expected = money.settled()
+    assert spent == expected > 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_forced_tool_call(client: openai.OpenAI, anthropic_gateway: Gateway,
+                            anthropic_server: AnthropicServer, stream: bool) -> None:
+    money = Money(anthropic_gateway, anthropic_server)
+    kwargs: Any = {"model": "claude-a", "messages": ASK, "tools": [WEATHER], "max_tokens": 128,
+                   "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    if stream:
+        chunks = list(client.chat.completions.create(stream=True, **kwargs))
+        calls = [t for c in chunks if c.choices for t in c.choices[0].delta.tool_calls or ()]
+        arguments = "".join(t.function.arguments or "" for t in calls if t.function)
+        name = calls[0].function.name if calls[0].function else None
+        finish = [c.choices[0].finish_reason for c in chunks if c.choices][-1]
+    else:
+        answer = client.chat.completions.create(**kwargs)
+        call: Any = (answer.choices[0].message.tool_calls or [])[0]
+        assert call.type == "function"
+        arguments, name = call.function.arguments, call.function.name
+        finish = answer.choices[0].finish_reason
+    assert (name, json.loads(arguments), finish) == ("get_weather", {"city": "Paris"}, "tool_calls")
+    sent = money.exchanges()[-1].body
+    assert sent["tool_choice"] == {"type": "tool", "name": "get_weather"}
+    assert sent["tools"][0]["input_schema"] == WEATHER["function"]["parameters"]
+    assert money.breaches() == []
+    assert money.settled()[0] == money.settled()[1]
+
+
+def test_a_tool_result_round_trip(client: openai.OpenAI, anthropic_gateway: Gateway,
+                                  anthropic_server: AnthropicServer) -> None:
+    money = Money(anthropic_gateway, anthropic_server)
+    first = client.chat.completions.create(model="claude-a", messages=ASK, tools=[WEATHER],
+                                           max_tokens=128)
+    call: Any = (first.choices[0].message.tool_calls or [])[0]
+    history: list[ChatCompletionMessageParam] = [
+        *ASK, {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call.id, "type": "function",
+             "function": {"name": "get_weather", "arguments": call.function.arguments}}]},
+        {"role": "tool", "tool_call_id": call.id, "content": "18C and sunny"}]
+    second = client.chat.completions.create(model="claude-a", messages=history, tools=[WEATHER],
+                                            max_tokens=128)
+    assert second.choices[0].finish_reason == "stop"
+    assert (second.choices[0].message.content or "").startswith("Thanks, the tool answered.")
+    turns = money.exchanges()[-1].body["messages"]
+    assert turns[-1] == {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": call.id, "content": "18C and sunny"}]}
+    assert turns[-2]["content"][0]["type"] == "tool_use"
+    assert money.breaches() == []
+    spent, expected = money.settled()
+    assert spent == expected
+
+
+def test_json_schema_is_structured_output(client: openai.OpenAI, anthropic_gateway: Gateway,
+                                          anthropic_server: AnthropicServer) -> None:
+    money = Money(anthropic_gateway, anthropic_server)
+    answer = client.chat.completions.create(
+        model="claude-a", messages=ASK, max_tokens=128,
+        response_format={"type": "json_schema",
+                         "json_schema": {"name": "weather", "strict": True, "schema": SCHEMA}})
+    assert json.loads(answer.choices[0].message.content or "") == {"city": "Paris", "temp": 21.5}
+    assert money.exchanges()[-1].body["output_config"] == {
+        "format": {"type": "json_schema", "schema": SCHEMA}}
+    assert money.breaches() == []
+    spent, expected = money.settled()
+    assert spent == expected
+
+
+def test_an_image_reaches_the_upstream_as_a_block(client: openai.OpenAI,
+                                                  anthropic_gateway: Gateway,
+                                                  anthropic_server: AnthropicServer) -> None:
+    from tests.providers.test_anthropic_server import png
+
+    money = Money(anthropic_gateway, anthropic_server)
+    client.chat.completions.create(model="claude-a", max_tokens=32, messages=[
+        {"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + png(300, 250)}},
+            {"type": "text", "text": "What is it?"}]}])
+    block = money.exchanges()[-1].body["messages"][0]["content"][0]
+    assert block["type"] == "image" and block["source"]["media_type"] == "image/png"
+    assert money.breaches() == []
+    spent, expected = money.settled()
+    assert spent == expected
+
+
+def test_the_responses_door_is_translated_too(client: openai.OpenAI, anthropic_gateway: Gateway,
+                                              anthropic_server: AnthropicServer) -> None:
+    money = Money(anthropic_gateway, anthropic_server)
+    response = client.responses.create(model="claude-a", instructions="You are terse.",
+                                       input="Name a city.", max_output_tokens=32, store=False)
+    assert response.status == "completed" and "Name a city." in response.output_text
+    sent = money.exchanges()[-1]
+    assert sent.body["system"] == [{"type": "text", "text": "You are terse."}]
+    assert response.usage is not None
+    assert response.usage.output_tokens == (sent.usage or {})["output_tokens"]
+    assert money.breaches() == []
+    spent, expected = money.settled()
+    assert spent == expected > 0
