@@ -30,6 +30,8 @@ ROUTEGATE_VARIANTS: dict[str, tuple[str, dict]] = {
     "routegate-nobudget": ("warning", {"budget": {"enabled": False}}),
     # Request log and metrics off: what telemetry costs is routegate minus this.
     "routegate-nolog": ("info", {"logging": {"requests": False}, "metrics": {"enabled": False}}),
+    # Cache-blind routing: what the warm-prefix record costs is routegate minus this.
+    "routegate-nocache": ("info", {"routing": {"cache_aware": False}}),
 }
 
 

@@ -20,7 +20,7 @@ from gateway.auth import Caller
 from gateway.money.pricing import cost_usd, pool_rate
 from gateway.pipeline.features import DEFAULT_EXPECTED_OUTPUT, RequestFeatures, Scorer
 from gateway.pipeline.ladder import climb
-from gateway.pipeline.request import EMBEDDING, ModelRequest
+from gateway.pipeline.request import CHAT, EMBEDDING, ModelRequest
 from policies import Candidate, Decision, Policy, RouteContext, get_policy
 from policies.slo import AT_RISK, SLO
 from scheduling.breaker import Breaker
@@ -101,6 +101,17 @@ class Router:
             return scorer
         model = self._models.get(req.model)
         return scorer if model is not None and model.backend == "simulated" else None
+
+    def warm_matters(self, req: ModelRequest) -> bool:
+        """Whether a warm prefix can change this request's path: a choice among models
+        (``auto``), or among a named model's replicas. A request that names a model of one
+        replica has none to make, and pays nothing for the record."""
+        if not self.config.routing.cache_aware or req.operation != CHAT:
+            return False
+        if req.routed:
+            return True
+        model = self._models.get(req.model)
+        return model is not None and len(model.base_urls) > 1
 
     def predicted_quality(self, model: ModelConfig, features: RequestFeatures) -> float:
         """P(correct) of ``model`` on this prompt: the one place it is computed.

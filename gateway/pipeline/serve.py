@@ -44,7 +44,7 @@ from gateway.pipeline.ladder import LOW_CONFIDENCE
 from gateway.pipeline.outcome import Outcome
 from gateway.pipeline.pools import request_pool
 from gateway.pipeline.relay import StreamRelay
-from gateway.pipeline.request import CHAT, ModelRequest, check_shape
+from gateway.pipeline.request import ModelRequest, check_shape
 from gateway.pipeline.response_cache import HIT, Plan, answer_from_cache, keep_answer, plan_for
 from gateway.pipeline.warm import Warm
 from gateway.protocols.base import Door
@@ -212,9 +212,8 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
                  stable: bool = False, own: bool = False, keep: bool = False) -> None:
     """``keep``: keep a stream's events, to store its answer (the response cache)."""
     stage = span.child("classify")
-    cache_aware = gw.config.routing.cache_aware and req.operation == CHAT
     features = await measure(req, gw.router.encodings, gw.router.scorer(req, caller),
-                             chain=cache_aware)
+                             chain=gw.router.warm_matters(req))
     if features.chain:
         features.warm = gw.warm.find(caller.team.name, features.chain)
     decision = gw.router.choose(req, caller, features, pool=o.pool,
