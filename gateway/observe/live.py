@@ -35,6 +35,8 @@ class ModelLive:
     # The upstream's own figures (load_metrics): running, waiting, KV use (or
     # None), and the reading's age in seconds; None before the first reading.
     upstream: tuple[float, float, float | None, float] | None = None
+    provider: str = ""                # the model's backend: openai_compat, anthropic, ...
+    upstream_model: str = ""          # the id its upstream knows it by
 
     @property
     def breaker_code(self) -> int:
@@ -79,7 +81,9 @@ def model_figures(gw: AppState) -> list[ModelLive]:
         if stats.upstream_at:
             upstream = (stats.upstream_running, stats.upstream_waiting, stats.upstream_kv,
                         time.monotonic() - stats.upstream_at)
-        out.append(ModelLive(name, gw.breakers[name].state, stats.in_flight, queued, upstream))
+        model = gw.models[name]
+        out.append(ModelLive(name, gw.breakers[name].state, stats.in_flight, queued, upstream,
+                             model.backend, model.wire_model))
     return out
 
 

@@ -20,6 +20,7 @@ them all):
     routegate_cache_saved_usd_total{team,model,cache}  cache: prefix | response
     routegate_response_cache_total{team,result}        result: hit | miss
     routegate_cost_usd_total{team,model}
+    routegate_model_info{model,provider,upstream_model}  1 per model: join for per-provider sums
     routegate_energy_joules_total{team,model}
     routegate_escalations_total{pool,reason}
     routegate_fallbacks_total{pool,reason}
@@ -229,7 +230,13 @@ def live_families(live: LiveFigures) -> Iterator[Metric]:
                     ("waiting", "Requests waiting at the upstream itself (its /metrics)"),
                     ("kv_usage", "The upstream's KV-cache use, 0..1 (its /metrics)"),
                     ("reading_age_seconds", "Age of the last reading of the upstream's /metrics"))}
+    # One series per model naming its provider: join on it, e.g. sum by (provider)
+    # (routegate_cost_usd_total * on(model) group_left(provider) routegate_model_info).
+    info = GaugeMetricFamily("routegate_model_info", "A configured model: its provider (the "
+                             "backend) and its upstream id; always 1",
+                             labels=["model", "provider", "upstream_model"])
     for m in live.models:
+        info.add_metric([m.model, m.provider, m.upstream_model], 1)
         breaker.add_metric([m.model], m.breaker_code)
         in_flight.add_metric([m.model], m.in_flight)
         for pool, depth in m.queued.items():
@@ -251,7 +258,7 @@ def live_families(live: LiveFigures) -> Iterator[Metric]:
                               labels=["state"])
     for state, n in live.batch_lines().items():
         lines.add_metric([state], n)
-    yield from (breaker, in_flight, queued, *upstream.values(), budget, lines,
+    yield from (info, breaker, in_flight, queued, *upstream.values(), budget, lines,
                 *learning_families(live))
 
 
