@@ -289,8 +289,7 @@ class OpenAICompatBackend:
         usage = Usage.from_wire(data.get("usage"))
         self.stats.requests += 1
         ttft = self._observe_timings(data.get("timings"), elapsed, usage)
-        if self.body_model is not None:
-            body, data = self.body_model.completion(body, data)
+        body, data = self.body_model.completion(body, data)
         return Completion(body=body, data=data, usage=usage, latency_s=elapsed, ttft_s=ttft)
 
     def _observe_timings(self, timings: Any, elapsed: float, usage: Usage | None) -> float | None:

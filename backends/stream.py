@@ -31,7 +31,7 @@ class StreamOwner(Protocol):
     stats: _Stats
     between_s: float           # the most silence between two reads
     affinity: Any              # releases the replica the stream held
-    body_model: BodyModel | None   # renames the upstream's model id in each chunk
+    body_model: BodyModel      # names the configured model in each chunk
 
     def convert(self, exc: BaseException, *, generating: bool = False,
                 mid_stream: bool = False) -> GatewayError | None: ...
@@ -168,8 +168,7 @@ class HTTPChunkStream(MeteredStream):
                                 f"model {self._backend.name} ended the stream without [DONE]",
                                 code="upstream_stream_truncated")
                 event = SSEEvent.parse(self._pending.pop(0))
-                if self._rename is not None:
-                    event = self._rename.event(event)
+                event = self._rename.event(event)
                 self._meter.observe(event)
                 yield event
                 if event.done:

@@ -130,7 +130,7 @@ class BedrockBackend:
             if not isinstance(data, dict):
                 raise UpstreamError("the answer is not a JSON object")
             chat_id, created = self._ids(call)
-            chat = from_converse(data, chat_id, self.model.wire_model, created,
+            chat = from_converse(data, chat_id, self.model.name, created,
                                  request.structured)
         except (orjson.JSONDecodeError, UpstreamError) as exc:
             self.stats.observe_failure()
@@ -149,7 +149,7 @@ class BedrockBackend:
         request = self._translate(call)
         body = orjson.dumps(request.body)
         chat_id, created = self._ids(call)
-        translator = ChunkTranslator(chat_id, self.model.wire_model, created, request.structured)
+        translator = ChunkTranslator(chat_id, self.model.name, created, request.structured)
         meter = StreamMeter(self.stats)
         self.stats.in_flight += 1
         call.replica = 0

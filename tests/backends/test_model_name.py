@@ -33,7 +33,6 @@ def _model(wire: str = WIRE) -> ModelConfig:
 
 def test_the_top_level_model_is_renamed_and_nothing_else() -> None:
     rename = BodyModel.of(_model())
-    assert rename is not None
     body = orjson.dumps({"id": "x", "model": WIRE, "choices": [{"message": {
         "content": '{"model":"Org/Upstream-7B"}'}}]})
     renamed, data = rename.completion(body, orjson.loads(body))
@@ -44,18 +43,20 @@ def test_the_top_level_model_is_renamed_and_nothing_else() -> None:
 
 def test_spaced_json_and_stream_chunks() -> None:
     rename = BodyModel.of(_model())
-    assert rename is not None
     spaced = b'{"id": "x", "model": "Org/Upstream-7B", "choices": []}'
     assert rename.completion(spaced, orjson.loads(spaced))[0] == spaced.replace(WIRE.encode(), b"m")
     event = rename.event(SSEEvent.parse(b'data: {"model":"Org/Upstream-7B","choices":[]}\n\n'))
     assert event.raw == b'data: {"model":"m","choices":[]}\n\n' and event.data == {
         "model": "m", "choices": []}
-    other = SSEEvent.parse(b'data: {"model":"someone-else","choices":[]}\n\n')
-    assert rename.event(other).raw == b'data: {"model":"someone-else","choices":[]}\n\n'
+    # Azure names the deployment's underlying model, not the deployment: renamed too.
+    other = SSEEvent.parse(b'data: {"model":"gpt-4o-2024-11-20","choices":[]}\n\n')
+    assert rename.event(other).raw == b'data: {"model":"m","choices":[]}\n\n'
 
 
-def test_no_rename_when_the_names_agree() -> None:
-    assert BodyModel.of(_model("m")) is None
+def test_an_answer_already_naming_the_model_is_untouched() -> None:
+    body = b'{"model": "m", "choices": []}'
+    data = orjson.loads(body)
+    assert BodyModel.of(_model("m")).completion(body, data) == (body, data)
 
 
 @pytest.fixture(scope="module")

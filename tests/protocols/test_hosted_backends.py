@@ -10,6 +10,7 @@ configured prices, cache reads and writes included, streams too.
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Iterator
@@ -109,6 +110,25 @@ def test_a_tool_result_round_trip(h: Hosted, billed: None) -> None:
     second = chat(h).chat.completions.create(model=h.main, messages=history, tools=[WEATHER])
     assert second.choices[0].finish_reason == "stop"
     assert "18 degrees, sunny" in (second.choices[0].message.content or "")
+
+
+def test_a_batch_line_runs_and_bills_as_the_server_counts(h: Hosted, billed: None) -> None:
+    client = chat(h)
+    line = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": h.main, "messages": ASK, "max_tokens": 64}}
+    upload = client.files.create(file=("in.jsonl", io.BytesIO(json.dumps(line).encode() + b"\n")),
+                                 purpose="batch")
+    batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
+                                  completion_window="24h")
+    deadline = time.monotonic() + 60
+    while (batch := client.batches.retrieve(batch.id)).status not in ("completed", "failed"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert batch.status == "completed" and batch.output_file_id is not None
+    out = json.loads(client.files.content(batch.output_file_id).content.splitlines()[0])
+    body = out["response"]["body"]
+    assert out["response"]["status_code"] == 200 and body["model"] == h.main
+    assert body["usage"]["prompt_tokens"] == h.rows()[-1].prompt_tokens
 
 
 def test_json_schema_output(h: Hosted, billed: None) -> None:

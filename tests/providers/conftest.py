@@ -67,7 +67,8 @@ def gateway_config(server: AnthropicServer, sim_url: str) -> dict[str, Any]:
         "routing": {"auto_policy": "cheapest"},
         "redis_url": "redis://127.0.0.1:6379/0",
         "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
-        "batch": {"enabled": False},
+        "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}", "poll_interval_s": 0.05,
+                  "claim_interval_s": 0.5},
     }
 
 

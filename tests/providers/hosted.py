@@ -97,7 +97,10 @@ def config(provider: str, models: list[dict[str, Any]]) -> dict[str, Any]:
                        "allowed_models": [names[2], names[1]]}],
             "redis_url": "redis://127.0.0.1:6379/0", "routing": {"auto_policy": "cheapest"},
             "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
-            "batch": {"enabled": False}}
+            # Batch lines bill at the list price here, so the server's ledger is what is owed.
+            "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}", "poll_interval_s": 0.05,
+                      "claim_interval_s": 0.5},
+            "pools": {"batch": {"price_multiplier": 1.0}}}
 
 
 @contextlib.contextmanager

@@ -8,7 +8,9 @@ equals the server's own usage at the configured prices, to the nano-dollar.
 
 from __future__ import annotations
 
+import io
 import json
+import time
 from typing import Any
 
 import openai
@@ -168,4 +170,26 @@ def test_the_responses_door_is_translated_too(client: openai.OpenAI, anthropic_g
     assert response.usage.output_tokens == (sent.usage or {})["output_tokens"]
     assert money.breaches() == []
     spent, expected = money.settled()
+    assert spent == expected > 0
+
+
+def test_a_batch_line_runs_in_the_batch_pool_and_bills_the_servers_usage(
+        client: openai.OpenAI, anthropic_gateway: Gateway, anthropic_server: AnthropicServer
+) -> None:
+    money = Money(anthropic_gateway, anthropic_server)
+    line = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "claude-a", "messages": ASK, "max_tokens": 64}}
+    upload = client.files.create(file=("in.jsonl", io.BytesIO(json.dumps(line).encode() + b"\n")),
+                                 purpose="batch")
+    batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
+                                  completion_window="24h")
+    deadline = time.monotonic() + 60
+    while (batch := client.batches.retrieve(batch.id)).status not in ("completed", "failed"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert batch.status == "completed" and batch.output_file_id is not None
+    out = json.loads(client.files.content(batch.output_file_id).content.splitlines()[0])
+    assert out["response"]["status_code"] == 200 and out["response"]["body"]["model"] == "claude-a"
+    assert money.breaches() == []
+    spent, expected = money.settled({"claude-test": 0.5})     # the batch pool's price
     assert spent == expected > 0
