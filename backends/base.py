@@ -60,6 +60,9 @@ class UpstreamCall:
     # The model's replica to prefer (its warm prefix: gateway/pipeline/warm.py); the
     # backend sets the one it used.
     replica: int | None = None
+    # The prompt tokens the upstream must prefill (less what it probably caches); None:
+    # the whole prompt.
+    prefill_tokens: int | None = None
     native: NativeRequest | None = None   # the door's own body, for a backend that speaks it
 
     def bound_s(self, total_s: float) -> float:

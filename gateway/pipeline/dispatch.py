@@ -140,15 +140,15 @@ def _upstream_call(gw: AppState, req: ModelRequest, model: ModelConfig,
                    features: RequestFeatures, request_id: str, check: AnswerCheck | None,
                    span: Span) -> UpstreamCall:
     """What goes to ``model`` for this attempt: its body, its route, its stream's cap."""
-    warm = features.warm
+    warm = features.warm.get(model.name) if features.warm else None
     return UpstreamCall(request_id, upstream_payload(req, model, check),
                         features.prompt_tokens(model.tokenizer),
                         gw.router.predicted_quality(model, features),
                         span.upstream_headers(req.trace, request_id),
                         max_events=features.demand.stream_event_cap(model) if req.stream else 0,
                         route=req.operation, native=req.native,
-                        replica=warm.replica if warm is not None and warm.model == model.name
-                        else None)
+                        replica=warm.replica if warm is not None else None,
+                        prefill_tokens=features.prefill_tokens(model))
 
 
 async def _attempt(gw: AppState, req: ModelRequest, model: ModelConfig, call: UpstreamCall,
@@ -158,7 +158,9 @@ async def _attempt(gw: AppState, req: ModelRequest, model: ModelConfig, call: Up
     # or, for a stream, until it is closed; every other way out frees it here.
     scheduler = gw.schedulers[model.name]
     attempts.started = False
-    ticket = await scheduler.acquire(pool, call.prompt_tokens, deadline - time.monotonic())
+    # What it must prefill: a warm prefix needs none (the scheduler's TTFT and backlog).
+    prefill = call.prompt_tokens if call.prefill_tokens is None else call.prefill_tokens
+    ticket = await scheduler.acquire(pool, prefill, deadline - time.monotonic())
     attempts.started = True     # from here a client that leaves has had its prompt read
     try:
         # A non-streamed call's own timer (total_s) also keeps the request's

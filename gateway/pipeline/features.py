@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from classifiers.length import TokenCounter, counter_for, message_text
@@ -63,10 +63,24 @@ class RequestFeatures:
     classify_s: float | None = None      # time in the classifier (a metric)
     scorer: Scorer | None = None         # what produced ``score``
     chain: list[bytes] | None = None     # the prompt's prefix chain (warm.py), when cache-aware
-    warm: Warm | None = None             # the model that served its longest prefix, if any
+    # Per model, the longest prefix of this prompt it served lately (warm.py): what its
+    # upstream probably still caches.
+    warm: dict[str, Warm] = field(default_factory=dict)
 
     def prompt_tokens(self, encoding: str) -> int:
         return self.token_counts[encoding]
+
+    def cached_tokens(self, model: ModelConfig) -> int:
+        """The prompt tokens ``model``'s upstream probably holds cached (never the whole
+        prompt: at least one token is read anew)."""
+        warm = self.warm.get(model.name) if self.warm else None
+        if warm is None:
+            return 0
+        return max(0, min(warm.tokens, self.prompt_tokens(model.tokenizer) - 1))
+
+    def prefill_tokens(self, model: ModelConfig) -> int:
+        """What ``model`` must prefill: the prompt less what it probably caches."""
+        return self.prompt_tokens(model.tokenizer) - self.cached_tokens(model)
 
 
 def count_prompt(req: ModelRequest, counter: TokenCounter) -> int:

@@ -30,9 +30,6 @@ if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel
 
 DEFAULT_TPOT_S = 0.03
-# How much more likely to be right another model must be predicted than the quality
-# target asks, to take a conversation away from the model that holds its prefix.
-SESSION_QUALITY_MARGIN = 0.05
 
 
 def predicted_timing(model: ModelConfig, stats: LiveStats, prompt_tokens: int
@@ -122,23 +119,18 @@ class Router:
 
     def _candidate(self, model: ModelConfig, features: RequestFeatures, rate: float
                    ) -> Candidate:
-        """``model``'s predictions for this request. The model that served this
-        conversation's prefix (``features.warm``) probably still caches it: those tokens
-        cost the cached price and need no prefill (at most the prompt less one token)."""
+        """``model``'s predictions for this request. What its upstream probably still caches
+        of this conversation (``features.warm``: the turns it served) costs the cached
+        price and needs no prefill: a session stays where its prefix is warm unless
+        another model meeting the target is cheaper even so, or the target needs it."""
         prompt = features.prompt_tokens(model.tokenizer)
-        warm = features.warm
-        cached = min(warm.tokens, prompt - 1) if warm and warm.model == model.name else 0
+        cached = features.cached_tokens(model)
         out = min(features.expected_output_tokens, model.max_output_tokens)
         stats = self.backends[model.name].stats
-        ttft, tpot = predicted_timing(model, stats, max(1, prompt - cached))
+        ttft, tpot = predicted_timing(model, stats, prompt - cached)
         quality = self.predicted_quality(model, features)
-        if warm is not None and warm.model != model.name:
-            # A session leaves its warm model only for a clear reason: another model must
-            # clear the quality target by a margin, not by the noise of one turn's score.
-            quality -= SESSION_QUALITY_MARGIN
-        return Candidate(model, stats, quality,
-                         cost_usd(model, prompt, out, rate, max(0, cached)), ttft, tpot,
-                         ttft + tpot * out)
+        return Candidate(model, stats, quality, cost_usd(model, prompt, out, rate, cached), ttft,
+                         tpot, ttft + tpot * out)
 
     def _fits(self, model: ModelConfig, req: ModelRequest, features: RequestFeatures) -> bool:
         out = req.max_tokens or 1

@@ -215,7 +215,7 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
     features = await measure(req, gw.router.encodings, gw.router.scorer(req, caller),
                              chain=gw.router.warm_matters(req))
     if features.chain:
-        features.warm = gw.warm.find(caller.team.name, features.chain)
+        features.warm = gw.warm.by_model(caller.team.name, features.chain)
     decision = gw.router.choose(req, caller, features, pool=o.pool,
                                 soft_limited=gw.soft_limited(caller))
     stage.end()

@@ -2,6 +2,7 @@
 
     chain = prefix_chain(req.body)                 # one hash per message, each over all before it
     warm = gw.warm.find(team, chain)               # the longest prefix served before, or None
+    per_model = gw.warm.by_model(team, chain)      # each model's longest: what it still caches
     ...                                            # the router prices it: cached tokens, less prefill
     gw.warm.remember(team, chain[-1], Warm("medium", 0, prompt_tokens))
 
@@ -87,6 +88,18 @@ class WarmPrefixes:
                     return warm
                 del self._known[(team, h)]
         return None
+
+    def by_model(self, team: str, chain: list[bytes]) -> dict[str, Warm]:
+        """Each model's longest prefix of ``chain`` served within ``ttl_s``: a session that
+        moved from one model to another and back finds the first still holding the turns
+        it served (its upstream's cache keeps them while they are read)."""
+        cutoff = time.time() - self.ttl_s
+        out: dict[str, Warm] = {}
+        for h in reversed(chain):
+            warm = self._known.get((team, h))
+            if warm is not None and warm.at >= cutoff and warm.model not in out:
+                out[warm.model] = warm
+        return out
 
     def remember(self, team: str, last: bytes, warm: Warm) -> None:
         """``last``: the served request's whole prompt (its chain's last hash)."""
