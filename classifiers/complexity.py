@@ -140,8 +140,13 @@ class ComplexityModel:
 
     @staticmethod
     def artifact_file(path: str | os.PathLike | None = None) -> Path:
-        """The file ``load(path)`` reads."""
+        """The file ``load(path)`` reads. A relative path that is not found from the
+        working directory is looked up among the shipped artifacts (``classifiers/
+        artifacts/``: the demo fleet's ``demo_fleet.npz``), installed or not."""
         target = DEFAULT_ARTIFACT if path is None else Path(path)
+        shipped = DEFAULT_ARTIFACT.parent / target
+        if not target.is_absolute() and not target.exists() and shipped.exists():
+            target = shipped
         return target / DEFAULT_ARTIFACT.name if target.is_dir() else target
 
     @classmethod

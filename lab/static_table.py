@@ -1,6 +1,6 @@
 """Build ``classifiers/artifacts/static_embedding.npz``: ``python -m lab.static_table``.
 
-    python -m lab.static_table [--dims 128] [--out PATH]     # about 2 min here
+    python -m lab.static_table [--dims 64] [--out PATH]     # about 2 min here
 
 Every word piece of all-MiniLM-L6-v2 (read from its PyPI wheel by
 ``lab/encoder.py``; nothing is downloaded) goes through the encoder once
@@ -9,7 +9,9 @@ directions of a reference set of pieces taken out). The rows are then
 projected on the reference pieces' ``--dims`` leading principal axes and
 stored as float16, with the vocabulary, for ``classifiers/static_embedding.py``
 to read at serve time without the encoder or the ``tokenizers`` library.
-Deterministic: the same wheel gives the same bytes.
+64 dimensions: 128 and 384 ranked the new-traffic table's held-out halves no
+better (``python -m lab.new_traffic``; docs/routing.md), at twice and six
+times the size.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 from classifiers.artifact import write_npz
 from classifiers.static_embedding import DEFAULT_STATIC, FORMAT, StaticEmbedding
 
-DIMS = 128
+DIMS = 64
 
 
 def build_table(dims: int = DIMS) -> tuple[dict[str, np.ndarray], dict]:
@@ -41,6 +43,9 @@ def build_table(dims: int = DIMS) -> tuple[dict[str, np.ndarray], dict]:
     words = sorted(i for token, i in vocab.items() if not token.startswith("["))
     reference = rows[np.asarray(words[::REFERENCE_STEP])]
     axes = np.linalg.svd(reference - reference.mean(axis=0), full_matrices=False)[2][:dims]
+    # An axis's sign is LAPACK's choice: fix it (largest component positive) so that
+    # two builds agree whatever library computed them.
+    axes *= np.sign(axes[np.arange(dims), np.argmax(np.abs(axes), axis=1)])[:, None]
     table = (rows @ axes.T).astype(np.float16)
     pieces = sorted(vocab, key=vocab.__getitem__)
     meta = {"format": FORMAT, "dims": dims, "pieces": len(pieces),
