@@ -143,6 +143,7 @@ def test_the_router_uses_the_pair_head_between_those_two_models_only(demo_router
         chat = parse_chat(body.encode(), {})
         features = asyncio.run(measure(chat, router.encodings, router.scorer(chat, caller)))
         score, scorer = features.score, features.scorer
+        assert score is not None and scorer is not None and score.pair_gains is not None
         gain = score.pair_gains[("small", "medium")]
         p = {n: router.predicted_quality(models[n], features) for n in models if n != "embed-small"}
         ability, family = scorer.terms["medium"]
