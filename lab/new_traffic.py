@@ -169,15 +169,25 @@ def format_table(results: Sequence[DrawResult]) -> str:
                      f"{_cell(r.shipped)} | {_cell(r.learned)} | {_cell(r.diff, True)} | "
                      f"{r.kept} | {'yes' if r.written else 'no'} |")
     sources = sorted({r.source for r in results})
-    means = {s: [np.mean([getattr(r, k)[0] for r in results if r.source == s])
-                 for k in ("shipped", "learned", "diff")] for s in sources}
-    lines += ["", "| source | shipped | learned | learned − shipped |", "|---|--:|--:|--:|"]
-    lines += [f"| {s} (mean of draws) | {a:.3f} | {b:.3f} | {c:+.3f} |"
-              for s, (a, b, c) in means.items()]
+    means = {s: [float(np.mean([v for r in results if r.source == s for v in values(r)]))
+                 for values in _COLUMNS.values()] for s in sources}
+    lines += ["", "| source | " + " | ".join(_COLUMNS) + " |", "|---|" + "--:|" * len(_COLUMNS)]
+    lines += [f"| {s} (mean of draws) | " + " | ".join(f"{v:.3f}" for v in row) + " |"
+              for s, row in means.items()]
     overall = np.mean(list(means.values()), axis=0)
-    lines.append(f"| **mean over sources** | **{overall[0]:.3f}** | **{overall[1]:.3f}** | "
-                 f"**{overall[2]:+.3f}** |")
+    lines.append("| **mean over sources** | " + " | ".join(f"**{v:.3f}**" for v in overall)
+                 + " |")
     return "\n".join(lines)
+
+
+# The summary's columns: "deployed" is what the team would route with, the learned
+# model where learn writes it, else the shipped one.
+_COLUMNS = {
+    "shipped": lambda r: [r.shipped[0]],
+    "learned (forced)": lambda r: [r.learned[0]],
+    "learned − shipped": lambda r: [r.diff[0]],
+    "deployed": lambda r: [r.learned[0] if r.written else r.shipped[0]],
+}
 
 
 def run(draws: int, limit: int, cache: Path, only: Sequence[str] = ()) -> str:
