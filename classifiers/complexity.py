@@ -312,7 +312,7 @@ class _LearnedTerms:
 
     def apply(self, logit: float, feats: features.Features, skill: np.ndarray
               ) -> tuple[float, dict[str, float]]:
-        delta = float(self.hash_w[feats.indices] @ feats.values) + float(self.dense_w @ feats.dense)
+        delta = float(self.hash_w.take(feats.indices) @ feats.values) + float(self.dense_w @ feats.dense)
         own = self.skill_w @ skill
         return self.beta * logit + delta, dict(zip(self.names, own.tolist(), strict=True))
 
