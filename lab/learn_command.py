@@ -7,9 +7,14 @@ Labels come from a JSONL file or from a team's traffic (``labelling/``: its
 escalations and feedback, in the gateway's Redis; ``--config`` says where,
 and for the traffic the starting point is the team's current classifier).
 It prints the held-out APGR of the current classifier and of the learned one
-on the same held-out half of the labels, and writes ``DIR`` only when the
-learned one is better there (``--force`` writes anyway). The artifact
-written is refitted on every label, with the penalty chosen on the split.
+on the same held-out half of the labels, then a table per pair of neighbouring
+models on the ladder (``--ladder``; with ``--from-traffic`` the team's models by
+price): each pair head's held-out APGR and its gain over the current one, with
+95% bootstrap intervals (``lab/learn_pairs.py``, ``lab/pair_heads.py``). It
+writes ``DIR`` only when every compared pair's kept head gains with the lower
+end of its interval above zero (``--force`` writes anyway), and says how many
+more labels it needs under 100 labelled prompts. The artifact written is
+refitted on every label, with the penalty chosen on the split.
 """
 
 from __future__ import annotations
