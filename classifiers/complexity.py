@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -47,9 +47,11 @@ import numpy as np
 from classifiers import features
 from classifiers.artifact import read_npz
 from classifiers.length import message_text
+from classifiers.pair_heads import PairHeads, heads_from_arrays
 from classifiers.prior import closeness, n_seen_bigrams, shape_features
 from classifiers.rarity import rarity_features
 from classifiers.semantic import semantic_term, try_load_embedder
+from classifiers.static_embedding import StaticEmbedding, StaticEmbeddingError, shared_static
 
 # v3: d(x) holds the average model's offset and is shrunk toward a shape prior
 # where the training data has little evidence (``classifiers/prior.py``).
@@ -69,6 +71,9 @@ class PromptScore:
     #                    times sqrt(|2 P(weak correct) - 1| * max skill posterior)
     tier: str  # "easy" | "medium" | "hard" (training-data tertiles of logit)
     family_offsets: dict[str, float]  # interaction term per family / known model name
+    # With ``routegate learn``'s pair heads: each neighbouring pair's predicted gain,
+    # P(strong) - P(weak), keyed (weak, strong) (``classifiers/pair_heads.py``).
+    pair_gains: dict[tuple[str, str], float] | None = None
 
 
 def _sigmoid(x: float) -> float:
@@ -131,11 +136,17 @@ class ComplexityModel:
         self._fitted: np.ndarray | None = arrays.get("learned_prompts")
         if self._learned is not None:
             self._abilities.update({f"learned/{n}": a for n, a in self._learned.abilities.items()})
+        self._pairs: PairHeads | None = _pair_heads(arrays, meta)
 
     @staticmethod
     def artifact_file(path: str | os.PathLike | None = None) -> Path:
-        """The file ``load(path)`` reads."""
+        """The file ``load(path)`` reads. A relative path that is not found from the
+        working directory is looked up among the shipped artifacts (``classifiers/
+        artifacts/``: the demo fleet's ``demo_fleet.npz``), installed or not."""
         target = DEFAULT_ARTIFACT if path is None else Path(path)
+        shipped = DEFAULT_ARTIFACT.parent / target
+        if not target.is_absolute() and not target.exists() and shipped.exists():
+            target = shipped
         return target / DEFAULT_ARTIFACT.name if target.is_dir() else target
 
     @classmethod
@@ -197,7 +208,26 @@ class ComplexityModel:
         feats = features.featurize(text, n_messages=n_messages, has_tools=has_tools,
                                    has_response_format=has_response_format)
         semantic = self._semantic(text) if self._semantic is not None else 0.0
-        return self.score_features(feats, shape_features(text), semantic)
+        score = self.score_features(feats, shape_features(text), semantic)
+        if self._pairs is None or self._learned is None:
+            return score
+        return replace(score, pair_gains=self.pair_gains(text, score))
+
+    def pair_gains(self, text: str, score: PromptScore, raw: bool = False
+                   ) -> dict[tuple[str, str], float]:
+        """Each pair head's gain on ``text`` (``score``: its item-response score; ``raw``:
+        before the heads' calibration, as ``PairHeads.gains``)."""
+        assert self._pairs is not None and self._learned is not None
+        abilities = self._learned.abilities
+        irt = {name: _sigmoid(_logit(abilities[name]) - score.logit
+                              + score.family_offsets.get(name, 0.0))
+               for name in self._pairs.ladder}
+        return self._pairs.gains(text, irt, raw)
+
+    @property
+    def pair_ladder(self) -> list[str]:
+        """The ladder ``learn`` fitted pair heads along (weakest first); empty without."""
+        return [] if self._pairs is None else self._pairs.ladder
 
     def score_features(self, feats: features.Features, shape: np.ndarray,
                        semantic: float = 0.0) -> PromptScore:
@@ -282,7 +312,7 @@ class _LearnedTerms:
 
     def apply(self, logit: float, feats: features.Features, skill: np.ndarray
               ) -> tuple[float, dict[str, float]]:
-        delta = float(self.hash_w[feats.indices] @ feats.values) + float(self.dense_w @ feats.dense)
+        delta = float(self.hash_w.take(feats.indices) @ feats.values) + float(self.dense_w @ feats.dense)
         own = self.skill_w @ skill
         return self.beta * logit + delta, dict(zip(self.names, own.tolist(), strict=True))
 
@@ -299,6 +329,27 @@ def _learned_terms(arrays: dict[str, np.ndarray]) -> _LearnedTerms | None:
                          arrays["learned_skill_w"].astype(np.float64),
                          {n: _sigmoid(a) for n, a in zip(names, ability, strict=True)},
                          str(arrays["learned_weak"][0]), str(arrays["learned_strong"][0]))
+
+
+def _pair_heads(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> PairHeads | None:
+    """A learned artifact's pair heads, reading the shipped static embedding when they
+    need it; an ``ArtifactError`` when that table is not the one they were fitted on."""
+    if "pair_ladder" not in arrays:
+        return None
+    wanted = meta.get("pair_heads", {}).get("static")
+    static: StaticEmbedding | None = None
+    if wanted is not None:
+        try:
+            static = shared_static()
+        except StaticEmbeddingError as exc:
+            raise ArtifactError(f"its pair heads need the static embedding: {exc}") from None
+        if static.meta != wanted:
+            raise ArtifactError("its pair heads were fitted on another static embedding "
+                                f"({wanted.get('recipe')!r}); learn again")
+    try:
+        return heads_from_arrays(arrays, static)
+    except ValueError as exc:
+        raise ArtifactError(str(exc)) from None
 
 
 def conversation_text(messages: list[dict]) -> str:

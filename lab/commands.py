@@ -56,6 +56,11 @@ def register(subparsers) -> None:
                          "file's strongest and weakest by mean score)")
     ev.add_argument("--bootstrap", type=int, default=1000, metavar="DRAWS",
                     help="with --held-out, resamples for the 95%% intervals (0: none)")
+    ev.add_argument("--new-traffic", action="store_true",
+                    help="does learn pay on a source the shipped model never saw: per source, "
+                         "learn on half of a draw of its prompts and rank the other half "
+                         "(python -m lab.new_traffic; trains without each source once, cached)")
+    ev.add_argument("--draws", type=int, default=3, help="with --new-traffic: draws per source")
     ev.set_defaults(func=run_eval)
 
     cal = subparsers.add_parser("calibrate", help="fit a model's ability from labelled prompts")
@@ -122,6 +127,10 @@ def run_eval(args: argparse.Namespace) -> int:
         return 2
     if args.held_out is not None:
         return run_held_out(args)
+    if args.new_traffic:
+        from lab import new_traffic
+
+        return new_traffic.main(["--draws", str(args.draws)])
     if args.learned is None:
         print(format_report(evaluation_report(args.data, args.artifact)))
         return 0

@@ -7,9 +7,14 @@ Labels come from a JSONL file or from a team's traffic (``labelling/``: its
 escalations and feedback, in the gateway's Redis; ``--config`` says where,
 and for the traffic the starting point is the team's current classifier).
 It prints the held-out APGR of the current classifier and of the learned one
-on the same held-out half of the labels, and writes ``DIR`` only when the
-learned one is better there (``--force`` writes anyway). The artifact
-written is refitted on every label, with the penalty chosen on the split.
+on the same held-out half of the labels, then a table per pair of neighbouring
+models on the ladder (``--ladder``; with ``--from-traffic`` the team's models by
+price): each pair head's held-out APGR and its gain over the current one, with
+95% bootstrap intervals (``lab/learn_pairs.py``, ``lab/pair_heads.py``). It
+writes ``DIR`` only when every compared pair's kept head gains with the lower
+end of its interval above zero (``--force`` writes anyway), and says how many
+more labels it needs under 100 labelled prompts. The artifact written is
+refitted on every label, with the penalty chosen on the split.
 """
 
 from __future__ import annotations
@@ -22,15 +27,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from budget.redis_client import open_redis
 from classifiers.complexity import DEFAULT_ARTIFACT, ComplexityModel
-from classifiers.labels import LabelError, Labels, read_labels
+from classifiers.labels import LabelError, Labels, prompt_texts, read_labels
 from core.config import ConfigError, GatewayConfig, load_config
 from core.durations import parse_since
 from lab.dataset import file_digest
-from lab.learning import HELD_FRACTION, Result, fit_labels, learn
+from lab.learn_pairs import Outcome, learn_with_pairs
+from lab.learning import HELD_FRACTION, Result
+from lab.pair_heads import MIN_PROMPTS, format_pair, pair_provenance
 from labelling.store import LabelStore
 from labelling.traffic import labels_digest, traffic_labels
 
@@ -63,6 +68,10 @@ def register_learn(subparsers) -> None:
     cmd.add_argument("--compare-encoder", action="store_true",
                      help="with --labels: also rank the held-out prompts with the reading "
                           "encoder (lab/encoder_probe.py; tens of ms a prompt)")
+    cmd.add_argument("--ladder", default=None, metavar="WEAK,...,STRONG",
+                     help="the models in the order the router climbs them, cheapest first "
+                          "(default: with --from-traffic the team's models by price, else "
+                          "the labelled models by their lead where both answered)")
     cmd.add_argument("--force", action="store_true",
                      help="write even when the learned model is not better held out")
     cmd.set_defaults(func=run_learn)
@@ -114,35 +123,67 @@ def report(result: Result, model: ComplexityModel) -> str:
 
 
 def run_learn(args: argparse.Namespace) -> int:
-    from lab.learned_artifact import write_learned
-
     problem = _writable(args.out)
     try:
         if problem is not None:
             raise ValueError(problem)
-        labels, source, start = _read(args)
+        labels, source, start, texts, ladder = _read(args)
         strong, weak = labels.strong_weak()
         if strong == weak:
             raise LabelError("the labelled models do not differ in mean score: learning "
                              "needs one that answers better than another")
+        ladder = _check_ladder(ladder, labels)
         model = ComplexityModel.load(start)
-        result, base = learn(model, labels, seed=args.seed, held_fraction=args.held_out)
+        outcome = learn_with_pairs(model, labels, texts, ladder, seed=args.seed,
+                                   held_fraction=args.held_out)
     except (OSError, LabelError, ConfigError, ValueError) as exc:   # ArtifactError too
         print(f"routegate learn: {exc}", file=sys.stderr)
         return 2
+    result = outcome.result
     print(report(result, model))
+    if outcome.needs:
+        print(f"needs more labels: {outcome.n_prompts} labelled prompts, about "
+              f"{MIN_PROMPTS} wanted ({outcome.needs} more); with fewer, only the "
+              "item-response refit is compared, and its interval is wide", file=sys.stderr)
+    for pair in outcome.pairs:
+        print(format_pair(pair))
     if args.compare_encoder and args.labels:
-        _compare_encoder(args, labels, result, base)
-    better = (result.before is not None and result.after is not None
-              and result.after > result.before)
-    if not better and not args.force:
-        why = (f"{result.n_held_prompts} held-out prompts the current classifier was not "
-               "fitted on, too few to compare on: label more traffic first"
-               if result.before is None and result.n_fitted else
-               "the learned model is not better on the held-out prompts")
-        print(f"not written: {why} (--force writes it anyway)", file=sys.stderr)
+        _compare_encoder(args, labels, result, outcome.base)
+    if not outcome.writable and not args.force:
+        print(f"not written: {_why_not(outcome)} (--force writes it anyway)", file=sys.stderr)
         return 1
-    final = fit_labels(base, labels, np.arange(len(labels)), result.fit.lam)
+    return _write(args, outcome, labels, source, start)
+
+
+def _why_not(outcome: Outcome) -> str:
+    result = outcome.result
+    if result.before is None and result.n_fitted:
+        return (f"{result.n_held_prompts} held-out prompts the current classifier was not "
+                "fitted on, too few to compare on: label more traffic first")
+    if not outcome.compared:
+        return "no pair has held-out prompts enough to compare on: label more traffic first"
+    failing = [p for p in outcome.compared if not p.passes]
+    return "; ".join(f"{p.weak} -> {p.strong}: the learned model is not better on the "
+                     f"held-out prompts (gain {p.gains[p.chosen][0]:+.3f}, 95% interval "
+                     f"{p.gains[p.chosen][1]:+.3f} to {p.gains[p.chosen][2]:+.3f})"
+                     for p in failing if p.chosen is not None)
+
+
+def _check_ladder(ladder: list[str] | None, labels: Labels) -> list[str] | None:
+    if ladder is None:
+        return None
+    missing = [name for name in ladder if name not in labels.names]
+    if missing or len(ladder) < 2 or len(set(ladder)) != len(ladder):
+        raise ValueError(f"--ladder {','.join(ladder)}: needs two or more distinct labelled "
+                         f"models (labelled: {', '.join(labels.names)})")
+    return ladder
+
+
+def _write(args: argparse.Namespace, outcome: Outcome, labels: Labels,
+           source: dict[str, Any], start: Path | None) -> int:
+    from lab.learned_artifact import write_learned
+
+    result, final = outcome.result, outcome.final
     provenance = {
         **source, "n_labels": len(labels), "n_prompts": len(labels.prompts),
         "models": labels.names,
@@ -151,12 +192,14 @@ def run_learn(args: argparse.Namespace) -> int:
         "base_sha256": file_digest(ComplexityModel.artifact_file(start)),
         "held_out_fraction": args.held_out, "seed": args.seed, "lambda": result.fit.lam,
         "held_out_apgr_before": result.before, "held_out_apgr_after": result.after,
-        "refit_on": "all labels", "beta": final.beta,
+        "refit_on": "all labels", "beta": final.beta, "ladder": outcome.ladder,
+        "pairs": [pair_provenance(p) for p in outcome.pairs],
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
     try:
-        target = write_learned(args.out, start, final, labels,
-                               (result.strong, result.weak), base, provenance)
+        target = write_learned(args.out, start, final, labels, (result.strong, result.weak),
+                               outcome.base, provenance,
+                               (outcome.ladder, outcome.heads, outcome.static))
     except OSError as exc:
         print(f"routegate learn: cannot write {args.out}: {exc}", file=sys.stderr)
         return 2
@@ -166,7 +209,6 @@ def run_learn(args: argparse.Namespace) -> int:
 
 def _compare_encoder(args: argparse.Namespace, labels: Labels, result: Result,
                      base: Any) -> None:
-    from classifiers.labels import prompt_texts
     from lab.encoder_probe import compare_encoder
 
     texts = prompt_texts(args.labels)
@@ -178,12 +220,17 @@ def _compare_encoder(args: argparse.Namespace, labels: Labels, result: Result,
           f"{figures.get('static alpha')}): {_fmt(figures['static'])}")
 
 
-def _read(args: argparse.Namespace) -> tuple[Labels, dict[str, Any], Path | None]:
-    """(labels, where they came from, the classifier to start from)."""
+def _read(args: argparse.Namespace) -> tuple[Labels, dict[str, Any], Path | None,
+                                             list[str | None], list[str] | None]:
+    """(labels, where they came from, the classifier to start from, each prompt's text
+    or None, the ladder or None for the default)."""
+    ladder = args.ladder.split(",") if args.ladder else None
     if not args.from_traffic:
-        return (read_labels(args.labels),
+        labels = read_labels(args.labels)
+        known = prompt_texts(args.labels)
+        return (labels,
                 {"labels": str(args.labels), "labels_sha256": file_digest(args.labels)},
-                args.classifier)
+                args.classifier, [known.get(p.digest) for p in labels.prompts], ladder)
     if not args.team:
         raise ValueError("--from-traffic needs --team")
     config = load_config(args.config)
@@ -199,7 +246,19 @@ def _read(args: argparse.Namespace) -> tuple[Labels, dict[str, Any], Path | None
     current = team.classifier or config.routing.classifier
     source = {"labels": f"traffic: team {team.name}, since {args.since or 'all kept'}",
               "labels_sha256": labels_digest(labels), "by_source": summary["by_source"]}
-    return labels, source, args.classifier or (Path(current) if current else None)
+    texts = [summary["texts"].get(p.digest) for p in labels.prompts]
+    return (labels, source, args.classifier or (Path(current) if current else None), texts,
+            ladder or team_ladder(config, team.name, labels.names))
+
+
+def team_ladder(config: GatewayConfig, team: str, labelled: list[str]) -> list[str] | None:
+    """The team's chat models that have labels, cheapest first (by input plus output
+    price per Mtok): the order its router climbs; None with fewer than two."""
+    chosen = next(t for t in config.teams if t.name == team)
+    models = [m for m in config.models if m.kind == "chat" and m.name in labelled
+              and (chosen.allowed_models is None or m.name in chosen.allowed_models)]
+    models.sort(key=lambda m: (m.price.input_per_mtok + m.price.output_per_mtok, m.ability))
+    return [m.name for m in models] if len(models) >= 2 else None
 
 
 async def _from_redis(config: GatewayConfig, team: str, since_s: float | None

@@ -6,7 +6,8 @@
 The directory holds ``complexity.npz`` (the base artifact's arrays, unchanged,
 plus ``learned_*``: see ``_LearnedTerms`` in ``classifiers/complexity.py``, and
 ``learned_prompts``, the digests of the prompts fitted: a later ``learn`` from
-this artifact holds out only prompts it has not seen) and
+this artifact holds out only prompts it has not seen; and ``pair_*``, a head per
+neighbouring pair of the ladder, ``classifiers/pair_heads.py``) and
 ``LEARNED.json``, its provenance: the label file's digest, the base
 artifact's, the split, the cross-validated penalty and the held-out APGR
 before and after. The same provenance is in the artifact's metadata.
@@ -25,7 +26,9 @@ import numpy as np
 from classifiers.artifact import read_npz, write_npz
 from classifiers.complexity import DEFAULT_ARTIFACT
 from classifiers.labels import Labels
+from classifiers.pair_heads import PairHead, heads_to_arrays
 from classifiers.sketch import DIGEST_BYTES
+from classifiers.static_embedding import StaticEmbedding
 from lab.learning import Base, Fit, delta
 
 
@@ -51,14 +54,19 @@ def learned_arrays(fit: Fit, names: list[str], weak: int, strong: int,
 
 
 def write_learned(out: Path, base_path: Path | None, fit: Fit, labels: Labels,
-                  pair: tuple[int, int], base: Base, provenance: dict[str, Any]) -> Path:
-    """``pair``: (strong, weak) indices into ``labels.names``."""
+                  pair: tuple[int, int], base: Base, provenance: dict[str, Any],
+                  heads: tuple[list[str], list[PairHead], StaticEmbedding | None] | None = None
+                  ) -> Path:
+    """``pair``: (strong, weak) indices into ``labels.names``; ``heads``: the ladder,
+    a head per neighbouring pair and the static embedding they read
+    (``lab/pair_heads.py``), kept as ``pair_*`` arrays."""
     strong, weak = pair
     source = DEFAULT_ARTIFACT if base_path is None else Path(base_path)
     if source.is_dir():
         source = source / DEFAULT_ARTIFACT.name
     arrays, meta = read_npz(source)
-    arrays = {k: v for k, v in arrays.items() if not k.startswith("learned_")}
+    arrays = {k: v for k, v in arrays.items()
+              if not k.startswith("learned_") and not k.startswith("pair_")}
     arrays.update(learned_arrays(fit, labels.names, weak, strong,
                                  [p.digest for p in labels.prompts]))
     # ``difficulty`` becomes how much the strongest labelled model is needed:
@@ -68,6 +76,13 @@ def write_learned(out: Path, base_path: Path | None, fit: Fit, labels: Labels,
     meta = {**meta, "weak_logit": float(fit.ability[weak]),
             "tier_cuts": [float(np.quantile(d, 1 / 3)), float(np.quantile(d, 2 / 3))],
             "learned": provenance}
+    meta.pop("pair_heads", None)
+    if heads is not None:
+        ladder, kept, static = heads
+        arrays.update(heads_to_arrays(ladder, kept))
+        reads = any(h.reads_embedding for h in kept)
+        meta["pair_heads"] = {"ladder": ladder, "kinds": [h.kind for h in kept],
+                              "static": static.meta if reads and static is not None else None}
     out.mkdir(parents=True, exist_ok=True)
     target, record = out / DEFAULT_ARTIFACT.name, out / "LEARNED.json"
     # The provenance is staged first and put in place only once the artifact is:

@@ -164,9 +164,19 @@ def _start_ability(labels: Labels, rows: np.ndarray, base: Base) -> np.ndarray:
     return out
 
 
-def fit_labels(base: Base, labels: Labels, rows: np.ndarray, lam: float) -> Fit:
+def fit_labels(base: Base, labels: Labels, rows: np.ndarray, lam: float,
+               warm: np.ndarray | None = None) -> Fit:
+    return _solve(base, labels, rows, lam, warm)[0]
+
+
+def _solve(base: Base, labels: Labels, rows: np.ndarray, lam: float,
+           warm: np.ndarray | None = None) -> tuple[Fit, np.ndarray]:
+    """(the fit, its parameter vector); ``warm``: start from another penalty's solution
+    on the same rows (the optimum is unique: only the time to reach it changes)."""
     problem = _Problem(base, labels, rows, len(labels.names), lam)
-    return problem.to_fit(problem.solve(problem.start(_start_ability(labels, rows, base))))
+    start = problem.start(_start_ability(labels, rows, base))
+    theta = problem.solve(start if warm is None else warm)
+    return problem.to_fit(theta), theta
 
 
 def predict_logit(fit: Fit, base: Base, prompts: np.ndarray, names: np.ndarray) -> np.ndarray:
@@ -191,18 +201,21 @@ def _log_loss(fit: Fit, base: Base, labels: Labels, rows: np.ndarray) -> float:
 
 def choose_lambda(base: Base, labels: Labels, train: np.ndarray, seed: int
                   ) -> tuple[float, dict[float, float]]:
-    """3-fold CV by prompt within the training prompts."""
+    """3-fold CV by prompt within the training prompts; within a fold the penalties
+    run from the strongest down, each starting from the last one's solution."""
     prompts = np.flatnonzero(train)
     fold = np.random.default_rng(seed).integers(0, 3, len(labels.prompts))
-    losses = {}
-    for lam in LAMBDAS:
-        total = 0.0
-        for k in range(3):
-            fit_rows = np.flatnonzero(np.isin(labels.prompt, prompts[fold[prompts] != k]))
-            val_rows = np.flatnonzero(np.isin(labels.prompt, prompts[fold[prompts] == k]))
-            if fit_rows.size and val_rows.size:
-                total += _log_loss(fit_labels(base, labels, fit_rows, lam), base, labels, val_rows)
-        losses[lam] = total / 3
+    totals = dict.fromkeys(LAMBDAS, 0.0)
+    for k in range(3):
+        fit_rows = np.flatnonzero(np.isin(labels.prompt, prompts[fold[prompts] != k]))
+        val_rows = np.flatnonzero(np.isin(labels.prompt, prompts[fold[prompts] == k]))
+        if not (fit_rows.size and val_rows.size):
+            continue
+        warm = None
+        for lam in sorted(LAMBDAS, reverse=True):
+            fit, warm = _solve(base, labels, fit_rows, lam, warm)
+            totals[lam] += _log_loss(fit, base, labels, val_rows)
+    losses = {lam: totals[lam] / 3 for lam in LAMBDAS}
     return min(losses, key=lambda lam: losses[lam]), losses
 
 

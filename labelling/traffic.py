@@ -1,7 +1,8 @@
 """A team's labels from the gateway's traffic, as ``routegate learn`` reads them.
 
     labels, summary = await traffic_labels(store, "acme", since_s=7 * 86400)
-    summary     # {"by_source": {"escalation": 40, "feedback": 12}, "skipped": 0}
+    summary     # {"by_source": {"escalation": 40, "feedback": 12}, "skipped": 0, ...}
+    summary["texts"]    # digest -> prompt text, for labels kept with logging.prompts
 
 Labels whose sketch this featurizer cannot read (written by another version,
 or damaged) are skipped and counted, not guessed at. A label that repeats
@@ -28,6 +29,7 @@ async def traffic_labels(store: LabelStore, team: str, since_s: float | None
     by_source: Counter[str] = Counter()
     skipped = repeated = 0
     seen: set[tuple[str, str, str]] = set()
+    texts: dict[bytes, str] = {}         # kept only with logging.prompts
     async for label in store.read(team, since_s):
         if label.request_id:
             key = (label.request_id, label.model, label.source)
@@ -42,9 +44,11 @@ async def traffic_labels(store: LabelStore, team: str, since_s: float | None
             skipped += 1
             continue
         labels.add(sketch.digest, partial(_same, sketch), model, score, f"label {label.request_id}")
+        if label.text is not None:
+            texts.setdefault(sketch.digest, label.text)
         by_source[label.source] += 1
     return labels.build(), {"by_source": dict(by_source), "skipped": skipped,
-                            "repeated": repeated}
+                            "repeated": repeated, "texts": texts}
 
 
 def _same(sketch: PromptSketch) -> PromptSketch:

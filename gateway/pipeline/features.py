@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from classifiers.length import TokenCounter, counter_for, message_text
+from classifiers.pair_heads import chained
 from classifiers.prompt import structured_tokens
 from gateway.money.ceiling import Demand
 from gateway.pipeline.request import EMBEDDING, ModelRequest
@@ -50,7 +51,17 @@ class Scorer:
         return cls(model, terms)
 
     def p_correct(self, score: PromptScore, model: ModelConfig) -> float:
+        """P(correct) of ``model``; on a ladder with pair heads (``routegate learn``), the
+        top model's P less the gains of the pairs down to it (``pair_heads.chained``)."""
+        if score.pair_gains is not None and model.name in self.model.pair_ladder:
+            ladder = self.model.pair_ladder
+            irt = {name: self._irt(score, name) for name in ladder if name in self.terms}
+            return chained(irt, ladder, score.pair_gains)[model.name]
         ability, family = self.terms.get(model.name, (model.ability, model.family))
+        return self.model.p_correct(score, ability, family)
+
+    def _irt(self, score: PromptScore, name: str) -> float:
+        ability, family = self.terms[name]
         return self.model.p_correct(score, ability, family)
 
 

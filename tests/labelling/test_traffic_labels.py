@@ -169,6 +169,9 @@ def test_learn_from_traffic_reads_the_teams_labels_and_writes_an_artifact(
     assert provenance["by_source"] == {"escalation": 24}
     assert sorted(provenance["models"]) == ["medium", "small"]
     assert provenance["weak"] == "small"
+    # the ladder is the team's models by price; 12 prompts are too few for pair heads
+    assert provenance["ladder"] == ["small", "medium"]
+    assert "needs more labels: 12 labelled prompts, about 100 wanted (88 more)" in run.stderr
     nobody = subprocess.run([sys.executable, "-m", "routegate", "learn", "--from-traffic",
                              "--team", "nobody", "--config", str(path), "--out", str(out)],
                             cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=120)
