@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, Tag, ValidationError
 
-from gateway.protocols.anthropic_messages.invalid import invalid_request
+from gateway.protocols.anthropic_messages.invalid import invalid_request, shown
 from gateway.protocols.wire_model import OTHER, TextOr, WireModel, by_type, refusal
 
 
@@ -127,11 +127,11 @@ Block = Annotated[
 
 def _text_only(value: Any) -> Any:
     """A system prompt's blocks are text: any other kind is refused here, by name."""
-    kind = value.get("type", "text") if isinstance(value, dict) else "text"
-    if kind != "text":
-        raise refusal("invalid_value", f"content blocks of type {kind!r} are not supported by "
-                      "this gateway (a system prompt is text).")
-    return value
+    kind = value.get("type") if isinstance(value, dict) else None
+    if isinstance(kind, str) and kind != "text":
+        raise refusal("invalid_value", f"content blocks of type {shown(kind)} are not supported "
+                      "by this gateway (a system prompt is text).")
+    return value       # anything else is TextBlock's to judge
 
 
 SystemBlock = Annotated[TextBlock, BeforeValidator(_text_only)]

@@ -34,6 +34,7 @@ import orjson
 from backends.base import ANTHROPIC_MESSAGES, NativeRequest
 from core.errors import InvalidRequest
 from gateway.pipeline.request import ModelRequest
+from gateway.protocols.anthropic_messages.invalid import shown
 from gateway.protocols.anthropic_messages.model import (
     Base64Image,
     Block,
@@ -70,7 +71,7 @@ class MessagesWire:
 
 
 def unsupported(where: str, kind: object, why: str) -> InvalidRequest:
-    return InvalidRequest(f"{where}: content blocks of type {kind!r} are not supported by "
+    return InvalidRequest(f"{where}: content blocks of type {shown(kind)} are not supported by "
                           f"this gateway ({why}).", param=where)
 
 
@@ -107,7 +108,7 @@ def _document_text(block: DocumentBlock, where: str) -> str:
     elif isinstance(source, ContentSource):
         text = _texts(source.content, f"{where}.source")
     else:
-        raise unsupported(where, "document", f"a {source.type!r} source cannot be counted "
+        raise unsupported(where, "document", f"a {shown(source.type)} source cannot be counted "
                           "before it is read; send its text as a text document")
     return "\n\n".join(t for t in (block.title, block.context, text) if t)
 
@@ -191,7 +192,7 @@ def chat_messages(request: MessagesBody) -> list[dict[str, Any]]:
 
 def _tool(tool: Tool, where: str) -> dict[str, Any]:
     if isinstance(tool, ServerTool):
-        raise InvalidRequest(f"{where}: tools of type {tool.type!r} are not supported by "
+        raise InvalidRequest(f"{where}: tools of type {shown(tool.type)} are not supported by "
                              "this gateway; define a custom tool (name, description, "
                              "input_schema) instead.", param=where)
     function: dict[str, Any] = {"name": tool.name, "parameters": tool.input_schema}
@@ -210,7 +211,7 @@ def tool_fields(tools: Sequence[Tool], choice: ToolChoice | None) -> dict[str, A
         return fields
     if isinstance(choice, ToolChoiceTool):
         if all(t["function"]["name"] != choice.name for t in chat_tools):
-            raise InvalidRequest(f"tool_choice.name: no tool named {choice.name!r} in "
+            raise InvalidRequest(f"tool_choice.name: no tool named {shown(choice.name)} in "
                                  "tools.", param="tool_choice.name")
         fields["tool_choice"] = {"type": "function", "function": {"name": choice.name}}
     else:

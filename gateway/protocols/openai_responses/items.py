@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.errors import InvalidRequest
+from gateway.protocols.openai_responses.invalid import shown
 from gateway.protocols.openai_responses.model import (
     FunctionCall,
     FunctionCallOutput,
@@ -65,7 +66,7 @@ def message_content(content: str | Sequence[Part], where: str) -> str | list[dic
         elif isinstance(part, ImagePart):
             parts.append(_image_part(part, at))
         else:
-            raise InvalidRequest(f"{at}: content part type {part.type!r} is not supported; use "
+            raise InvalidRequest(f"{at}: content part type {shown(part.type)} is not supported; use "
                                  "input_text, output_text or input_image", param=f"{at}.type")
     if all(p["type"] == "text" for p in parts):
         return "".join(p["text"] for p in parts)
@@ -116,7 +117,7 @@ def chat_messages(value: str | Sequence[Item], where: str = "input") -> list[dic
         elif isinstance(item, FunctionCallOutput):
             messages.append(_tool_output(item, at))
         elif not isinstance(item, ReasoningItem):
-            raise InvalidRequest(f"{at}: input item type {item.type!r} is not supported; use "
+            raise InvalidRequest(f"{at}: input item type {shown(item.type)} is not supported; use "
                                  "message, function_call or function_call_output items",
                                  param=f"{at}.type")
     return messages

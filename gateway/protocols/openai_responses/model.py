@@ -35,6 +35,7 @@ IGNORED = frozenset({"include", "truncation", "reasoning", "service_tier", "prom
                      "prompt_cache_retention", "prompt_cache_options", "safety_identifier",
                      "stream_options", "top_logprobs", "max_tool_calls", "context_management"})
 NEEDS_OPENAI = ("conversation", "prompt", "background")
+MAX_NAME = 128       # a tool's or a schema's name, as chat bounds it (openai_fields.py)
 # OpenAI's own bounds on metadata (shared.metadata).
 MAX_METADATA_KEYS, MAX_METADATA_KEY, MAX_METADATA_VALUE = 16, 64, 512
 
@@ -105,7 +106,7 @@ Item = Annotated[
 
 class FunctionTool(WireModel):
     type: Literal["function"]
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=MAX_NAME)
     parameters: dict[str, Any] | None = None
     description: str | None = None
     strict: bool | None = None
@@ -123,7 +124,7 @@ Tool = Annotated[Annotated[FunctionTool, Tag("type=function")] | Annotated[Hoste
 
 class FunctionChoice(WireModel):
     type: Literal["function"]
-    name: str
+    name: str = Field(min_length=1, max_length=MAX_NAME)
 
 
 class AllowedToolsChoice(WireModel):
@@ -161,7 +162,7 @@ class JsonObjectFormat(WireModel):
 
 class JsonSchemaFormat(WireModel):
     type: Literal["json_schema"]
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=MAX_NAME)
     json_schema: dict[str, Any] = Field(alias="schema")
     description: str | None = None
     strict: bool | None = None

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.errors import InvalidRequest
+from gateway.protocols.openai_responses.invalid import shown
 from gateway.protocols.openai_responses.model import (
     AllowedToolsChoice,
     FunctionChoice,
@@ -50,7 +51,7 @@ def chat_tools(tools: Sequence[Tool] | None) -> tuple[list[dict[str, Any]], list
     for i, tool in enumerate(tools or ()):
         if not isinstance(tool, FunctionTool):
             raise InvalidRequest(
-                f"Tool type {tool.type!r} (tools[{i}]) is not supported by this gateway: its "
+                f"Tool type {shown(tool.type)} (tools[{i}]) is not supported by this gateway: its "
                 "upstreams are chat models, so only function tools can be served.",
                 param=f"tools[{i}].type", code="unsupported_tool")
         pair = _function_tool(tool)
@@ -72,7 +73,7 @@ def chat_tool_choice(choice: ToolChoice | None) -> Any:
     if isinstance(choice, AllowedToolsChoice):
         return {"type": "allowed_tools", "allowed_tools": {
             "mode": choice.mode, "tools": [_named(t) for t in choice.tools]}}
-    raise InvalidRequest(f"tool_choice of type {choice.type!r} is not supported: use auto, none, "
+    raise InvalidRequest(f"tool_choice of type {shown(choice.type)} is not supported: use auto, none, "
                          "required, or a function by name", param="tool_choice")
 
 
