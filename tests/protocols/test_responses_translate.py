@@ -41,7 +41,7 @@ def chat_tool_choice(value: Any) -> Any:
 
 
 def response_format(value: Any) -> Any:
-    return tools.response_format(typed(text=value).text), None
+    return tools.response_format(typed(text=value).text)
 
 
 INPUTS = [
@@ -171,7 +171,7 @@ FORMATS = [
 
 @pytest.mark.parametrize(("case", "text", "expected"), FORMATS, ids=[c[0] for c in FORMATS])
 def test_text_format_becomes_response_format(case: str, text: Any, expected: Any) -> None:
-    assert response_format(text)[0] == expected
+    assert response_format(text) == expected
     assert chat_of({"model": "m", "input": "x", **({"text": text} if text else {})}).get(
         "response_format") == expected
 
