@@ -16,6 +16,7 @@ import pytest
 from core import errors
 from core.types import Usage
 from gateway.protocols.anthropic_messages.errors import render_error
+from gateway.protocols.anthropic_messages.model import read_request
 from gateway.protocols.anthropic_messages.parse import (
     MessagesWire,
     messages_request,
@@ -136,7 +137,7 @@ REQUESTS = {
 @pytest.mark.parametrize("case", REQUESTS)
 def test_request_becomes_the_chat_body(case: str) -> None:
     anthropic_body, expected = REQUESTS[case]
-    assert to_chat_body(anthropic_body) == expected
+    assert to_chat_body(read_request(anthropic_body)) == expected
 
 
 def test_the_pipeline_request_keeps_what_the_door_renders_with() -> None:

@@ -23,6 +23,7 @@ from pydantic import TypeAdapter
 from backends.sse import SSEEvent
 from core.errors import UpstreamError
 from core.types import Usage
+from gateway.protocols.openai_responses.model import read_request
 from gateway.protocols.openai_responses.parse import ResponsesWire, translate
 from gateway.protocols.openai_responses.render import assistant_message, completed_response
 from gateway.protocols.openai_responses.stream import ResponsesStream
@@ -61,8 +62,8 @@ USAGE = Usage(14, 47)
 
 
 def wire(store: bool = True) -> ResponsesWire:
-    _, w = translate({"model": "fast", "input": "What's the weather like in SF?", "store": store},
-                     [], response_id="resp_test", created_at=1)
+    body = {"model": "fast", "input": "What's the weather like in SF?", "store": store}
+    _, w = translate(read_request(body), body, [], response_id="resp_test", created_at=1)
     return w
 
 

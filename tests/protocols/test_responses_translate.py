@@ -1,4 +1,6 @@
-"""The Responses request → chat body translation, table by table (pure: no network)."""
+"""The Responses request → chat body translation, table by table (pure: no network).
+
+Each part is read as the door reads it (``model.read_request``), then translated."""
 
 from __future__ import annotations
 
@@ -8,16 +10,38 @@ import pytest
 
 from core.errors import InvalidRequest
 from gateway.protocols.chat_body import chat_request
-from gateway.protocols.openai_responses.items import chat_messages
+from gateway.protocols.openai_responses import items, tools
+from gateway.protocols.openai_responses.model import ResponsesRequest, read_request
 from gateway.protocols.openai_responses.parse import translate
-from gateway.protocols.openai_responses.tools import chat_tool_choice, chat_tools, response_format
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
 
 def chat_of(body: dict[str, Any], history: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    chat, _ = translate(body, history or [], response_id="resp_abc", created_at=1)
+    chat, _ = translate(read_request(body), body, history or [], response_id="resp_abc", created_at=1)
     return chat
+
+
+def typed(**fields: Any) -> ResponsesRequest:
+    return read_request({"model": "m", **fields})
+
+
+def chat_messages(value: Any) -> list[dict[str, Any]]:
+    read = typed(input=value).input
+    assert read is not None
+    return items.chat_messages(read)
+
+
+def chat_tools(value: Any) -> Any:
+    return tools.chat_tools(typed(tools=value).tools)
+
+
+def chat_tool_choice(value: Any) -> Any:
+    return tools.chat_tool_choice(typed(tool_choice=value).tool_choice)
+
+
+def response_format(value: Any) -> Any:
+    return tools.response_format(typed(text=value).text)
 
 
 INPUTS = [
@@ -102,7 +126,7 @@ def test_a_whole_request_becomes_one_chat_body() -> None:
             "parallel_tool_calls": False, "max_output_tokens": 50, "temperature": 0.2,
             "top_p": 0.9, "user": "u1", "stream": True, "metadata": {"k": "v"},
             "include": [], "truncation": "disabled", "store": False}
-    chat, wire = translate(body, [], response_id="resp_abc", created_at=7)
+    chat, wire = translate(read_request(body), body, [], response_id="resp_abc", created_at=7)
     assert chat == {
         "model": "fast",
         "messages": [{"role": "system", "content": "Be brief."},
@@ -125,8 +149,8 @@ def test_a_whole_request_becomes_one_chat_body() -> None:
 
 def test_history_comes_after_the_instructions_and_before_the_input() -> None:
     history = [{"role": "user", "content": "1"}, {"role": "assistant", "content": "2"}]
-    chat, wire = translate({"model": "m", "instructions": "sys", "input": "3"}, history,
-                           response_id="resp_x", created_at=1)
+    body = {"model": "m", "instructions": "sys", "input": "3"}
+    chat, wire = translate(read_request(body), body, history, response_id="resp_x", created_at=1)
     assert [m["content"] for m in chat["messages"]] == ["sys", "1", "2", "3"]
     assert [m["content"] for m in wire.conversation] == ["1", "2", "3"]
     # Chaining with no new input continues the stored conversation as it is.
@@ -147,7 +171,7 @@ FORMATS = [
 
 @pytest.mark.parametrize(("case", "text", "expected"), FORMATS, ids=[c[0] for c in FORMATS])
 def test_text_format_becomes_response_format(case: str, text: Any, expected: Any) -> None:
-    assert response_format(text)[0] == expected
+    assert response_format(text) == expected
     assert chat_of({"model": "m", "input": "x", **({"text": text} if text else {})}).get(
         "response_format") == expected
 
@@ -213,6 +237,6 @@ def test_bad_requests_are_400s_naming_the_parameter(case: str, extra: dict, para
 
 def test_metadata_at_openais_bounds_is_kept() -> None:
     metadata = {f"{i:0>64}": "v" * 512 for i in range(16)}
-    _, wire = translate({"model": "m", "input": "x", "metadata": metadata}, [],
-                        response_id="resp_x", created_at=1)
+    body = {"model": "m", "input": "x", "metadata": metadata}
+    _, wire = translate(read_request(body), body, [], response_id="resp_x", created_at=1)
     assert wire.echo["metadata"] == metadata

@@ -8,23 +8,21 @@ as ``/v1/messages`` translates it, its messages, images, tool definitions and
 schema counted with the model's tokenizer. So ``count_tokens`` and what a
 request reserves never disagree. It is not the upstream's count (a model's
 chat template adds its own tokens, and an upstream's report is what is
-billed). Nothing is routed, reserved or billed; the body is checked like a
-Messages request, without ``max_tokens``.
+billed). Nothing is routed, reserved or billed; the body is read like a
+Messages request, without ``max_tokens`` (``model.read_count_request``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from classifiers.length import counter_for
 from gateway.pipeline.features import count_prompt
+from gateway.protocols.anthropic_messages.model import read_count_request
 from gateway.protocols.anthropic_messages.parse import to_chat_body
-from gateway.protocols.anthropic_messages.schema import check_request
 from gateway.protocols.chat_body import chat_request
 
 
-def count_input_tokens(body: Mapping[str, Any], encoding: str) -> int:
-    check_request(body, counting=True)
-    req = chat_request(to_chat_body({**body, "max_tokens": 1}), {})
+def count_input_tokens(body: dict[str, Any], encoding: str) -> int:
+    req = chat_request(to_chat_body(read_count_request(body)), {})
     return count_prompt(req, counter_for(encoding))

@@ -5,7 +5,9 @@
     body = await door.render(req, completion, usage, corrected)   # the response object, stored
     door.translator(req)                                 # ResponsesStream: chat chunks -> events
 
-The request becomes an OpenAI chat body (``parse.translate``) checked by the
+The body is read once into typed models (``model.py``), refused with a 400
+naming the parameter before anything else is done, then becomes an OpenAI
+chat body (``parse.translate``) checked by the
 chat door's own ``chat_request``, so routing, budgets, escalation on
 ``text.format``/``tools`` and fallback are the chat path's. A request naming
 ``previous_response_id`` is the stored conversation (``store.py``, the
@@ -25,9 +27,10 @@ import orjson
 
 from core.errors import GatewayError, NotFound
 from core.types import Usage
-from gateway.pipeline.request import ModelRequest, load_object, off_loop, typed
+from gateway.pipeline.request import ModelRequest, load_object, off_loop
 from gateway.protocols.chat_body import chat_request
-from gateway.protocols.openai_responses.parse import ResponsesWire, check_parameters, translate
+from gateway.protocols.openai_responses.model import ResponsesRequest, read_request
+from gateway.protocols.openai_responses.parse import ResponsesWire, translate
 from gateway.protocols.openai_responses.render import assistant_message, completed_response
 from gateway.protocols.openai_responses.store import ResponseStore
 from gateway.protocols.openai_responses.stream import ResponsesStream
@@ -49,9 +52,14 @@ def not_found(response_id: str, *, previous: bool = False) -> NotFound:
     return NotFound(f"Response with id '{response_id}' not found.")
 
 
-def _request(body: dict[str, Any], history: list[dict[str, Any]], headers: Mapping[str, str]
-             ) -> ModelRequest:
-    chat, wire = translate(body, history, response_id=new_response_id(),
+def _read(raw: bytes) -> tuple[dict[str, Any], ResponsesRequest]:
+    body = load_object(raw)
+    return body, read_request(body)
+
+
+def _request(request: ResponsesRequest, body: dict[str, Any], history: list[dict[str, Any]],
+             headers: Mapping[str, str]) -> ModelRequest:
+    chat, wire = translate(request, body, history, response_id=new_response_id(),
                            created_at=int(time.time()))
     req = chat_request(chat, headers)
     req.wire = wire
@@ -64,8 +72,7 @@ class ResponsesDoor:
     def __init__(self, store: ResponseStore) -> None:
         self.store = store
 
-    async def _history(self, body: dict[str, Any], team: str) -> list[dict[str, Any]]:
-        previous = typed(body, "previous_response_id", str, "a string")
+    async def _history(self, previous: str | None, team: str) -> list[dict[str, Any]]:
         if not previous:
             return []
         record = await self.store.load(team, previous)
@@ -75,10 +82,9 @@ class ResponsesDoor:
 
     async def parse(self, raw: bytes, headers: Mapping[str, str], caller: Caller
                     ) -> ModelRequest:
-        body = await off_loop(raw, load_object, raw)
-        check_parameters(body)             # a cheap refusal before any Redis read
-        history = await self._history(body, caller.team.name)
-        req = await off_loop(raw, _request, body, history, headers)
+        body, request = await off_loop(raw, _read, raw)     # refused before any Redis read
+        history = await self._history(request.previous_response_id, caller.team.name)
+        req = await off_loop(raw, _request, request, body, history, headers)
         req.wire.team = caller.team.name
         if req.wire.store:
             self.store.check_room(req.wire.team)     # a full quota: refused before it runs
