@@ -40,7 +40,7 @@ import orjson
 from backends.affinity import PrefixAffinity
 from backends.base import Completion, LiveStats, UpstreamCall, Usage
 from backends.model_name import BodyModel
-from backends.stream import HTTPChunkStream, StreamMeter
+from backends.stream import HTTPChunkStream, StreamMeter, open_stream
 from backends.transport import (
     ConnectError,
     Origin,
@@ -315,29 +315,15 @@ class OpenAICompatBackend:
         """The upstream's SSE stream, its first event read within ``first_byte_s``
         (so the gateway can still fall back before it sends the client anything)."""
         meter = StreamMeter(self.stats)
-        self.stats.in_flight += 1
         replica = call.replica = self.affinity.pick(
             call.payload.get("messages") or call.payload.get("prompt"), call.replica)
-        resp: Response | None = None
-        try:
-            async with asyncio.timeout(self._first_byte_s):
-                resp = await self._request(call, replica)
-                if resp.status < 400:
-                    stream = HTTPChunkStream(self, resp, meter, replica)
-                    await stream.prime()
-                    return stream
-                body = await resp.read()
-        except BaseException as exc:
-            self.stats.in_flight -= 1
-            self.affinity.release(replica)
-            if resp is not None:
-                resp.close()
-            err = None if isinstance(exc, asyncio.CancelledError) else self.convert(exc)
-            if err is None:
-                raise
-            raise err from None
-        self.stats.in_flight -= 1
-        self.affinity.release(replica)
+        stream, resp, body = await open_stream(
+            self, lambda: self._request(call, replica),
+            lambda resp: HTTPChunkStream(self, resp, meter, replica), self._first_byte_s,
+            lambda: self.affinity.release(replica))
+        if stream is not None:
+            return stream
+        assert resp is not None
         raise self.rejected(resp, body, call.route)
 
     async def ready(self) -> bool:

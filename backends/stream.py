@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 from backends.base import LiveStats, Usage
 from backends.model_name import BodyModel
@@ -35,6 +35,56 @@ class StreamOwner(Protocol):
 
     def convert(self, exc: BaseException, *, generating: bool = False,
                 mid_stream: bool = False) -> GatewayError | None: ...
+
+
+class Primed(Protocol):
+    async def prime(self) -> None: ...
+
+
+class Opener(Protocol):
+    """What ``open_stream`` needs of a backend: its stats and its error conversion."""
+
+    @property
+    def stats(self) -> _Stats: ...
+
+    def convert(self, exc: BaseException, *, generating: bool = False,
+                mid_stream: bool = False) -> GatewayError | None: ...
+
+
+S = TypeVar("S", bound=Primed)
+
+
+async def open_stream(owner: Opener, send: Callable[[], Awaitable[Response]],
+                      make: Callable[[Response], S], first_byte_s: float,
+                      release: Callable[[], None] = lambda: None
+                      ) -> tuple[S | None, Response | None, bytes]:
+    """Every backend's stream opening: the request sent and its first event read within
+    ``first_byte_s`` (so the gateway can still fall back), counted in flight meanwhile.
+    (the primed stream, None, b"") when the upstream took it; (None, the response, its
+    body) when it refused it, for the backend to convert. A failure on the way is the
+    backend's error (``convert``), with the replica released and the connection dropped."""
+    owner.stats.in_flight += 1
+    resp: Response | None = None
+    try:
+        async with asyncio.timeout(first_byte_s):
+            resp = await send()
+            if resp.status < 400:
+                stream = make(resp)
+                await stream.prime()
+                return stream, None, b""
+            body = await resp.read()
+    except BaseException as exc:
+        owner.stats.in_flight -= 1
+        release()
+        if resp is not None:
+            resp.close()
+        err = None if isinstance(exc, asyncio.CancelledError) else owner.convert(exc)
+        if err is None:
+            raise
+        raise err from None
+    owner.stats.in_flight -= 1
+    release()
+    return None, resp, body
 
 
 class StreamMeter:

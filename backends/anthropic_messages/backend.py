@@ -40,7 +40,7 @@ from backends.anthropic_messages.stream import MessagesChunkStream
 from backends.anthropic_messages.to_wire import to_messages_body
 from backends.base import ANTHROPIC_MESSAGES, Completion, NativeRequest, UpstreamCall
 from backends.openai_compat import OpenAICompatBackend
-from backends.stream import StreamMeter
+from backends.stream import StreamMeter, open_stream
 from backends.transport import Response, Transport
 from core.config import ModelConfig
 from core.errors import GatewayError, UpstreamError, UpstreamRejected
@@ -155,30 +155,19 @@ class AnthropicBackend(OpenAICompatBackend):
         (an ``error`` event before it still lets the gateway fall back)."""
         wire, native = self._wire(call)
         meter = StreamMeter(self.stats)
-        self.stats.in_flight += 1
         replica = call.replica = self.affinity.pick(call.payload.get("messages"), call.replica)
-        resp: Response | None = None
-        try:
-            async with asyncio.timeout(self._first_byte_s):
-                resp = await self._send(call, replica, wire, native)
-                if resp.status < 400:
-                    chunks = ChatChunks(self.name, int(time.time()), self._known_secrets)
-                    stream = MessagesChunkStream(self, resp, meter, replica, chunks,
-                                                 native.protocol if native else None)
-                    await stream.prime()
-                    return stream
-                body = await resp.read()
-        except BaseException as exc:
-            self.stats.in_flight -= 1
-            self.affinity.release(replica)
-            if resp is not None:
-                resp.close()
-            err = None if isinstance(exc, asyncio.CancelledError) else self.convert(exc)
-            if err is None:
-                raise
-            raise err from None
-        self.stats.in_flight -= 1
-        self.affinity.release(replica)
+
+        def make(resp: Response) -> MessagesChunkStream:
+            chunks = ChatChunks(self.name, int(time.time()), self._known_secrets)
+            return MessagesChunkStream(self, resp, meter, replica, chunks,
+                                       native.protocol if native else None)
+
+        stream, resp, body = await open_stream(
+            self, lambda: self._send(call, replica, wire, native), make, self._first_byte_s,
+            lambda: self.affinity.release(replica))
+        if stream is not None:
+            return stream
+        assert resp is not None
         raise self._refused(resp, body)
 
     async def ready(self) -> bool:

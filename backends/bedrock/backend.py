@@ -32,7 +32,7 @@ from backends.bedrock.signing import Signer, region_in
 from backends.bedrock.stream import BedrockStream
 from backends.bedrock.translate import ConverseRequest, to_converse
 from backends.openai_compat import transport_failure
-from backends.stream import StreamMeter
+from backends.stream import StreamMeter, open_stream
 from backends.transport import Origin, Response, Transport
 from backends.transports import make_transport
 from core.config import ModelConfig
@@ -151,26 +151,14 @@ class BedrockBackend:
         chat_id, created = self._ids(call)
         translator = ChunkTranslator(chat_id, self.model.name, created, request.structured)
         meter = StreamMeter(self.stats)
-        self.stats.in_flight += 1
         call.replica = 0
-        resp: Response | None = None
-        try:
-            async with asyncio.timeout(self._timeouts.first_byte_s):
-                resp = await self._send(call, self._path + "-stream", body)
-                if resp.status < 400:
-                    stream = BedrockStream(self, resp, meter, translator)
-                    await stream.prime()
-                    return stream
-                data = await resp.read()
-        except BaseException as exc:
-            self.stats.in_flight -= 1
-            if resp is not None:
-                resp.close()
-            err = None if isinstance(exc, asyncio.CancelledError) else self.convert(exc)
-            if err is None:
-                raise
-            raise err from None
-        self.stats.in_flight -= 1
+        stream, resp, data = await open_stream(
+            self, lambda: self._send(call, self._path + "-stream", body),
+            lambda resp: BedrockStream(self, resp, meter, translator),
+            self._timeouts.first_byte_s)
+        if stream is not None:
+            return stream
+        assert resp is not None
         raise self.rejected(resp, data)
 
     async def ready(self) -> bool:
