@@ -209,6 +209,7 @@ class HTTPChunkStream(MeteredStream):
             raise UpstreamError(f"model {self._backend.name} closed the stream without data")
 
     async def __aiter__(self) -> AsyncIterator[SSEEvent]:
+        name = self._rename.name
         try:
             while True:
                 if not self._pending:
@@ -218,7 +219,9 @@ class HTTPChunkStream(MeteredStream):
                                 f"model {self._backend.name} ended the stream without [DONE]",
                                 code="upstream_stream_truncated")
                 event = SSEEvent.parse(self._pending.pop(0))
-                event = self._rename.event(event)
+                data = event.data
+                if data is not None and data.get("model", name) != name:
+                    event = self._rename.event(event)
                 self._meter.observe(event)
                 yield event
                 if event.done:

@@ -147,22 +147,19 @@ class Lines:
     lines: list[Line] = field(default_factory=list)
     anomaly: str | None = None        # the last usage correction, if any
     estimated: bool = False           # the delivered answer's usage is our own count
+    # The lines' sums, kept as they are added (read several times a request).
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: int = 0
+    cached_tokens: int = 0
 
-    @property
-    def prompt_tokens(self) -> int:
-        return sum(x.usage.prompt_tokens for x in self.lines)
-
-    @property
-    def completion_tokens(self) -> int:
-        return sum(x.usage.completion_tokens for x in self.lines)
-
-    @property
-    def cost(self) -> int:
-        return sum(x.cost for x in self.lines)
-
-    @property
-    def cached_tokens(self) -> int:
-        return sum(x.usage.cached_tokens for x in self.lines)
+    def add(self, line: Line) -> None:
+        self.lines.append(line)
+        usage = line.usage
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.cost += line.cost
+        self.cached_tokens += usage.cached_tokens
 
     @property
     def cache_saving(self) -> int:
@@ -182,12 +179,12 @@ def bill_lines(bill: Bill, discarded: Sequence[Charged], model: ModelConfig | No
     for a in discarded if bill.demand is not None else ():
         billed = bill.billed(a.model, a.usage, a.answer, a.chunks)
         anomalies.append(billed.anomaly)
-        out.lines.append(Line(a.model, billed.usage, billed.cost, bill.rate))
+        out.add(Line(a.model, billed.usage, billed.cost, bill.rate))
     delivered = None if model is None else bill.delivered(model, cancelled)
     if model is not None and delivered is not None:
         out.estimated = delivered.usage.estimated
         anomalies.append(delivered.anomaly)
-        out.lines.append(Line(model, delivered.usage, delivered.cost, bill.rate))
+        out.add(Line(model, delivered.usage, delivered.cost, bill.rate))
     out.anomaly = next((a for a in reversed(anomalies) if a), None)
     return out
 

@@ -148,7 +148,7 @@ def _upstream_call(gw: AppState, req: ModelRequest, model: ModelConfig,
                         max_events=features.demand.stream_event_cap(model) if req.stream else 0,
                         route=req.operation, native=req.native,
                         replica=warm.replica if warm is not None else None,
-                        prefill_tokens=features.prefill_tokens(model))
+                        prefill_tokens=features.prefill_tokens(model) if warm else None)
 
 
 async def _attempt(gw: AppState, req: ModelRequest, model: ModelConfig, call: UpstreamCall,

@@ -77,6 +77,9 @@ class Router:
         # Names and aliases, looked up per request; auto routes among the chat models.
         self._models = {n: m for m in config.models for n in (m.name, *m.aliases)}
         self._routable = [m for m in config.models if m.kind == "chat"]
+        # Named models with replicas to choose among by warm prefix (warm_matters).
+        self._replicated = {n for m in config.models for n in (m.name, *m.aliases)
+                            if len(m.base_urls) > 1}
         self.slo = SLO.from_config(config)
         self._default = Scorer.of(classifier, config) if classifier is not None else None
         self._scorers = {path: Scorer.of(m, config) for path, m in (team_classifiers or {}).items()}
@@ -105,10 +108,7 @@ class Router:
         replica has none to make, and pays nothing for the record."""
         if not self.config.routing.cache_aware or req.operation != CHAT:
             return False
-        if req.routed:
-            return True
-        model = self._models.get(req.model)
-        return model is not None and len(model.base_urls) > 1
+        return req.routed or req.model in self._replicated
 
     def predicted_quality(self, model: ModelConfig, features: RequestFeatures) -> float:
         """P(correct) of ``model`` on this prompt: the one place it is computed.

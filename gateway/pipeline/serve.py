@@ -107,7 +107,8 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         req.size = len(raw)
         o.stream, o.trace_id = req.stream, span.trace_id or req.trace.trace_id
         o.prompt = req.messages if gw.config.logging.prompts else None
-        plan = None if own else plan_for(caller, req, headers)
+        plan = None if own or caller.team.response_cache is None else plan_for(caller, req,
+                                                                                headers)
         if plan is not None and await answer_from_cache(gw, door, out, o, caller, req, plan):
             return o            # a hit: the finally still reports it
         work = _serve(gw, door, out, o, caller, req, attempts, bill, span,
