@@ -57,11 +57,31 @@ def test_serving_imports_the_simulator_only_for_a_simulated_model(
     assert loaded_by(backend, tmp_path) == expected
 
 
-def test_a_lab_command_without_the_lab_extra_says_what_to_install() -> None:
-    """The image installs the product alone: `routegate train` there names the extra."""
-    script = ("import sys; sys.modules['sklearn'] = None; from routegate.cli import main; "
-              "sys.exit(main(['train', '--out', '/nonexistent/x.npz']))")
-    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=child_env(),
-                         capture_output=True, text=True, timeout=120)
+# what the image lacks: pyproject's lab extra, every module of it unimportable
+WITHOUT_LAB = ("import sys\n"
+               "for m in ('sklearn', 'scipy', 'wordfreq', 'matplotlib', 'tqdm'): sys.modules[m] = None\n"
+               "from routegate.cli import main\n"
+               "sys.exit(main(sys.argv[1:]))\n")
+
+
+def run_without_lab(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", WITHOUT_LAB, *argv], cwd=REPO, env=child_env(),
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("argv", [("train", "--out", "/nonexistent/x.npz"),
+                                  ("learn", "--labels", "/nonexistent.jsonl"),
+                                  ("loadtest", "experiment"), ("eval",)])
+def test_a_lab_command_without_the_lab_extra_says_what_to_install(argv: tuple[str, ...]) -> None:
+    """The image installs the product alone: a lab command there names the extra."""
+    run = run_without_lab(*argv)
     assert run.returncode == 2, run.stderr
     assert "pip install 'routegate[lab]'" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("argv", [("--help",), ("serve", "--help"), ("hash-key", "--help")])
+def test_the_product_commands_run_without_the_lab_extra(argv: tuple[str, ...]) -> None:
+    """The entry point itself must import with the extra missing (the image's healthz)."""
+    run = run_without_lab(*argv)
+    assert run.returncode == 0, run.stderr
+    assert "usage: routegate" in run.stdout
