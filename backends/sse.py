@@ -10,7 +10,7 @@ to read usage and timing (and, later, to validate output).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -23,6 +23,7 @@ class SSEEvent:
     raw: bytes                       # the whole event, ending in a blank line
     data: dict[str, Any] | None      # parsed JSON payload, None for [DONE] or comments
     done: bool = False
+    _generated: str | None = field(default=None, repr=False, compare=False)   # read once
 
     @classmethod
     def parse(cls, raw: bytes) -> SSEEvent:
@@ -63,26 +64,11 @@ class SSEEvent:
     def generated(self) -> str:
         """What this chunk generated: text, reasoning, tool calls' names and arguments
         (chat), or text (a legacy completion); "" for none. What a stream cut short is
-        billed for is counted from these."""
-        d = self.data
-        choices = d.get("choices") if d else None
-        if not isinstance(choices, list):
-            return ""
-        out = ""
-        for choice in choices:
-            # An upstream's malformed chunk must not crash the relay: check the shapes.
-            if not isinstance(choice, dict):
-                continue
-            delta = choice.get("delta")
-            if isinstance(delta, dict):
-                for key in ("content", "reasoning_content"):
-                    if isinstance(delta.get(key), str):
-                        out += delta[key]
-                calls = delta.get("tool_calls")
-                if calls:
-                    out += _call_text(calls)
-            elif isinstance(choice.get("text"), str):          # a legacy completion's chunk
-                out += choice["text"]
+        billed for is counted from these. Read once per event (the backend's timing
+        and the relay both ask)."""
+        out = self._generated
+        if out is None:
+            out = self._generated = _generated(self.data)
         return out
 
     @property
@@ -102,6 +88,33 @@ class NativeEvent(SSEEvent):
 
     native: bytes = b""
     protocol: str = ""
+
+
+def _generated(d: dict[str, Any] | None) -> str:
+    choices = d.get("choices") if d else None
+    if type(choices) is not list:
+        return ""
+    if len(choices) == 1:     # the usual chunk: one choice, a delta of text at most
+        delta = choices[0].get("delta") if type(choices[0]) is dict else None
+        if type(delta) is dict and "tool_calls" not in delta and "reasoning_content" not in delta:
+            content = delta.get("content")
+            return content if type(content) is str else ""
+    out = ""
+    for choice in choices:
+        # An upstream's malformed chunk must not crash the relay: check the shapes.
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            for key in ("content", "reasoning_content"):
+                if isinstance(delta.get(key), str):
+                    out += delta[key]
+            calls = delta.get("tool_calls")
+            if calls:
+                out += _call_text(calls)
+        elif isinstance(choice.get("text"), str):          # a legacy completion's chunk
+            out += choice["text"]
+    return out
 
 
 def _call_text(calls: Any) -> str:
