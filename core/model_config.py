@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import re
-from functools import cache
+from functools import cache, lru_cache
 from typing import Annotated, Literal
 
 import tiktoken
@@ -27,6 +27,12 @@ PoolName = Literal["interactive", "batch"]
 # OpenAI's reasoning models refuse max_tokens (o1, o3-mini, o4-mini, gpt-5, gpt-5.1-mini, ...).
 REASONING_IDS = re.compile(r"^(?:openai/)?(?:o\d|gpt-5)", re.IGNORECASE)
 POOL_NAMES: tuple[PoolName, ...] = ("interactive", "batch")
+
+
+@lru_cache(maxsize=256)
+def _reasoning_id(model_id: str) -> bool:
+    """An OpenAI reasoning model's id (o1, o3, gpt-5, ...): read once per id, not per request."""
+    return REASONING_IDS.match(model_id) is not None
 
 
 @cache
@@ -201,7 +207,7 @@ class ModelConfig(Strict):
         """The output cap's name upstream (``output_tokens_param``, or read off the id)."""
         if self.output_tokens_param is not None:
             return self.output_tokens_param
-        if self.backend in ("openai_compat", "azure_openai") and REASONING_IDS.match(self.wire_model):
+        if self.backend in ("openai_compat", "azure_openai") and _reasoning_id(self.wire_model):
             return "max_completion_tokens"
         return None
 

@@ -57,6 +57,7 @@ T = TypeVar("T")
 INTERNAL = GatewayError("The gateway hit an internal error while serving this request.")
 TOO_DEEP = InvalidRequest("The request body is nested too deeply.", code="nesting_too_deep")
 PRECHECK_BYTES = 256 * 1024     # bodies above this are judged against the budget unread
+PRECHECK_DIGITS = len(str(PRECHECK_BYTES))   # a content-length of fewer digits is below it
 
 
 class ClientGone(Exception):
@@ -98,11 +99,14 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         caller = caller or gw.keyring.authenticate(headers)
         o.team, o.key = caller.team.name, caller.key_id
         o.pool = pool or request_pool(caller, headers)
-        await _admit_body(gw, caller, headers.get("content-length"), own)
+        length = headers.get("content-length")
+        if length is not None and len(length) >= PRECHECK_DIGITS:   # else too small to judge
+            await _admit_body(gw, caller, length, own)
         raw = await read_body()
         if not own and len(raw) > PRECHECK_BYTES and "content-length" not in headers:
             await _admit_body(gw, caller, str(len(raw)), own)      # sent chunked
-        check_shape(raw, gw.config.max_body_objects)
+        if len(raw) > 4 * gw.config.max_body_objects:    # a smaller body holds fewer objects
+            check_shape(raw, gw.config.max_body_objects)
         req = await door.parse(raw, headers, caller)
         req.size = len(raw)
         o.stream, o.trace_id = req.stream, span.trace_id or req.trace.trace_id

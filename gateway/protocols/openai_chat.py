@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from gateway.pipeline.request import ModelRequest, off_loop
+from gateway.pipeline.request import OFFLOAD_BYTES, ModelRequest, off_loop
 from gateway.protocols.chat_body import parse_chat
 from gateway.protocols.openai_shape import OpenAIShape
 
@@ -25,6 +25,8 @@ class ChatDoor(OpenAIShape):
 
     async def parse(self, raw: bytes, headers: Mapping[str, str], caller: Caller
                     ) -> ModelRequest:
+        if len(raw) <= OFFLOAD_BYTES:        # the usual: at once, no coroutine for it
+            return parse_chat(raw, headers)
         return await off_loop(raw, parse_chat, raw, headers)
 
 
