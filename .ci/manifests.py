@@ -89,9 +89,12 @@ def main(argv: list[str]) -> None:
     docs = load(path)
     if command == "check":
         check(path, rest)
-    elif command == "play":
+    elif command == "play":    # OUT HOST_PORT: podman publishes each containerPort on the
+        deployment = one(docs, "Deployment")   # host, 8080 by default: a free one instead
+        for port in gateway_container(deployment).get("ports", []):
+            port.update(hostPort=int(rest[1]), hostIP="127.0.0.1")
         with open(rest[0], "w") as f:
-            yaml.safe_dump_all([gateway_config(docs), one(docs, "Deployment")], f)
+            yaml.safe_dump_all([gateway_config(docs), deployment], f)
     elif command == "config":
         with open(rest[0], "w") as f:
             f.write(gateway_config(docs)["data"]["routegate.yaml"])
