@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import time
 from dataclasses import replace
@@ -38,6 +37,7 @@ from budget.failopen import LocalAllowance
 from budget.failures import DOWN_BACKOFF_S, REDIS_UNAVAILABLE, unreplayable
 from budget.journal import RELEASE_ONLY, JournalEntry, SpendJournal
 from budget.keys import Clock, KeySpace, Windows
+from budget.leases import Leases
 from budget.nanousd import usd_to_nano
 from budget.rejections import fail_open_exceeded, rate_exceeded, refusal
 from budget.reservation import Reservation
@@ -54,7 +54,6 @@ from core.errors import GatewayError, ServiceUnavailable
 
 log = logging.getLogger(__name__)
 
-RENEW_EVERY_S = 1.0               # one call per team with requests in flight, at most
 _PRECHECKS = itertools.count()     # dry runs judged in one call must not share an id
 
 # The most one settle may bill: far above any real request (4.6 billion USD),
@@ -98,10 +97,9 @@ class BudgetStore(AdminCalls):
         self._last_ok = 0.0
         self._stopping = asyncio.Event()
         self._journaling: set[asyncio.Task[None]] = set()   # settles on their way to disk
-        # Holds in Redis not yet settled, per team: their leases are renewed while
-        # this replica lives (run_lease_renewer).
-        self._holds: dict[str, dict[str, Reservation]] = {}
-        self.lease_s = settings.reservation_ttl_s
+        # Holds in Redis not yet settled: their leases are renewed while this replica lives.
+        self.leases = Leases(self._scripts, settings.reservation_ttl_s, self._stopping,
+                             self._suspect_down, self._mark_down)
 
     async def reserve(
         self,
@@ -140,7 +138,7 @@ class BudgetStore(AdminCalls):
                                   amount=max_cost_nanousd, tokens=max_tokens)
                 held = Reservation(request_id, team, key_id, model, max_cost_nanousd,
                                    max_tokens, windows, soft, stable=stable)
-                self._holds.setdefault(team, {})[request_id] = held
+                self.leases.hold(held)
                 return held
         try:
             return replace(self._reserve_locally(
@@ -148,12 +146,15 @@ class BudgetStore(AdminCalls):
             ), stable=stable)
         except GatewayError:
             if tried:
-                # The script may have run before its reply was lost: have the
-                # reconciler release that hold rather than leave it to expire.
-                await self._journal(JournalEntry(request_id, team, key_id, RELEASE_ONLY,
-                                                 windows.day, windows.month, windows.minute,
-                                                 0, 0, 0))
+                await self._release_lost(request_id, team, key_id, windows)
             raise
+
+    async def _release_lost(self, request_id: str, team: str, key_id: str | None,
+                            windows: Windows) -> None:
+        """The reserve script may have run before its reply was lost: have the
+        reconciler release that hold rather than leave it to expire."""
+        await self._journal(JournalEntry(request_id, team, key_id, RELEASE_ONLY, windows.day,
+                                         windows.month, windows.minute, 0, 0, 0))
 
     async def precheck(self, *, team: str, team_limits: Limits | None, key_id: str | None,
                        key_limits: Limits | None, counted: bool = True) -> None:
@@ -219,9 +220,7 @@ class BudgetStore(AdminCalls):
         nothing: what the upstream generated is billed all the same.
         """
         res = reservation
-        held = self._holds.get(res.team)
-        if held is not None and held.pop(res.request_id, None) is not None and not held:
-            del self._holds[res.team]
+        self.leases.release(res)
         if res.local:
             self._local.settle(res.team, res.amount, cost_nanousd)
         # A cost above the hold is an overdraft (the upstream counted more than the
@@ -317,17 +316,9 @@ class BudgetStore(AdminCalls):
             log.warning("budget: Redis unavailable during %s: %r", what, exc)
         self._down_until = now + DOWN_BACKOFF_S
 
-    def _reserve_locally(
-        self,
-        request_id: str,
-        team: str,
-        key_id: str | None,
-        model: str,
-        amount: int,
-        tokens: int,
-        windows: Windows,
-        team_limits: Limits | None,
-    ) -> Reservation:
+    def _reserve_locally(self, request_id: str, team: str, key_id: str | None, model: str,
+                         amount: int, tokens: int, windows: Windows,
+                         team_limits: Limits | None) -> Reservation:
         if self._settings.fail_policy == "fail_closed":
             raise ServiceUnavailable(
                 "The budget store (Redis) is unreachable, and budget.fail_policy is "
@@ -336,28 +327,13 @@ class BudgetStore(AdminCalls):
             )
         hit = self._local.admit(team, amount, windows.minute, self._remaining(team, team_limits))
         if hit == "rpm":
-            raise rate_exceeded(
-                team=team,
-                key_id=None,
-                scope="team",
-                limit_name="rpm",
-                current=self._local.rpm,
-                limit=self._local.rpm,
-                retry_after_s=windows.seconds_left_in_minute(self._keys.clock()),
-            )
+            raise rate_exceeded(team=team, key_id=None, scope="team", limit_name="rpm",
+                                current=self._local.rpm, limit=self._local.rpm,
+                                retry_after_s=windows.seconds_left_in_minute(self._keys.clock()))
         if hit is not None:
             raise fail_open_exceeded(team=team, cap=self._local.cap_nanousd, amount=amount)
-        return Reservation(
-            request_id,
-            team,
-            key_id,
-            model,
-            amount,
-            tokens,
-            windows,
-            soft_limited=self.soft_limited(team, key_id),
-            local=True,
-        )
+        return Reservation(request_id, team, key_id, model, amount, tokens, windows,
+                           soft_limited=self.soft_limited(team, key_id), local=True)
 
     def _remaining(self, team: str, team_limits: Limits | None) -> int | None:
         """Hard budget left as last seen (config limits if never seen), or None."""
@@ -407,51 +383,12 @@ class BudgetStore(AdminCalls):
             except TimeoutError:
                 pass
 
-    async def renew_leases(self) -> int:
-        """Renew every hold of this replica's requests in flight, with what each has
-        run up so far; returns how many Redis still held. One call per team."""
-        renewed = 0
-        for team, holds in list(self._holds.items()):
-            args = [(rid, _progress_json(res)) for rid, res in list(holds.items())]
-            try:
-                renewed += await self._scripts.renew(team, args)
-            except REDIS_UNAVAILABLE as exc:
-                self._mark_down("renew", exc)
-                return renewed
-        return renewed
-
-    async def run_lease_renewer(self) -> None:
-        """Background task: renew the holds' leases, with their progress, every second
-        (or third of the lease, if shorter), so a replica that dies frees its holds
-        within a lease and is billed what its requests had run up a second before."""
-        interval = min(RENEW_EVERY_S, self.lease_s / 3)
-        while not self._stopping.is_set():
-            try:
-                await asyncio.wait_for(self._stopping.wait(), interval)
-            except TimeoutError:
-                pass
-            if self._holds and not self._suspect_down():
-                try:
-                    await self.renew_leases()
-                except Exception:      # keep renewing; never kill the task
-                    log.exception("budget: renewing leases failed")
-
     async def aclose(self) -> None:
         """Stop the reconciler; wait for every queued settle to reach Redis or the journal."""
         self._stopping.set()
         await self._scripts.drain()
         while self._journaling:
             await asyncio.gather(*self._journaling, return_exceptions=True)
-
-
-def _progress_json(res: Reservation) -> str:
-    """The hold's progress record for renew.lua ("" while there is none)."""
-    progress = res.progress() if res.progress is not None else None
-    if progress is None:
-        return ""
-    model, input_tokens, output_tokens, cost = progress
-    return json.dumps({"d": res.windows.day, "m": model, "k": res.key_id or "",
-                       "i": input_tokens, "o": output_tokens, "c": cost})
 
 
 def _finish(done: asyncio.Future[None]) -> None:

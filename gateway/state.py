@@ -193,7 +193,7 @@ class AppState:
         state.budget = BudgetStore(redis.client, config.budget, replica_id=state.replica_id,
                                    data_dir=data_dir, scripts_client=redis.scripts)
         state.spawn(state.budget.run_reconciler())
-        state.spawn(state.budget.run_lease_renewer())
+        state.spawn(state.budget.leases.run())
         state._start_fleet(redis)
         if config.learning.labels:
             state.labels = Recorder(LabelStore(redis.client, config.budget.key_prefix,

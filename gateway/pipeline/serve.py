@@ -99,18 +99,7 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         caller = caller or gw.keyring.authenticate(headers)
         o.team, o.key = caller.team.name, caller.key_id
         o.pool = pool or request_pool(caller, headers)
-        length = headers.get("content-length")
-        if length is not None and len(length) >= PRECHECK_DIGITS:   # else too small to judge
-            await _admit_body(gw, caller, length, own)
-        raw = await read_body()
-        if not own and len(raw) > PRECHECK_BYTES and "content-length" not in headers:
-            await _admit_body(gw, caller, str(len(raw)), own)      # sent chunked
-        if len(raw) > 4 * gw.config.max_body_objects:    # a smaller body holds fewer objects
-            check_shape(raw, gw.config.max_body_objects)
-        req = await door.parse(raw, headers, caller)
-        req.size = len(raw)
-        o.stream, o.trace_id = req.stream, span.trace_id or req.trace.trace_id
-        o.prompt = req.messages if gw.config.logging.prompts else None
+        req = await _read(gw, door, o, span, headers, read_body, caller, own)
         plan = None if own or caller.team.response_cache is None else plan_for(caller, req,
                                                                                 headers)
         if plan is not None and await answer_from_cache(gw, door, out, o, caller, req, plan):
@@ -120,10 +109,8 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         await (work if own or not caller.team.feedback else _tracked(gw, o, work))
     except ClientGone:
         o.status, o.error_code = 499, "client_closed_request"
-    except asyncio.CancelledError:
-        # A shutdown past its grace, a shadow at close: billed as a client that left,
-        # unless it runs again under its request id (a batch line) and bills then.
-        if request_id is None:
+    except asyncio.CancelledError:   # a shutdown past its grace, a shadow at close
+        if request_id is None:       # (a batch line runs again under its id, and bills then)
             o.status, o.error_code = 499, "cancelled"
         raise
     except GatewayError as exc:
@@ -136,13 +123,42 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
     finally:
         _tally(o, attempts, started)
         await _settle(gw, o, attempts, bill, span, wait_settled)
-        if plan is not None:
-            await keep_answer(gw, plan, o, bill)
-        span.finish(o)
-        gw.telemetry.request_completed(o)
-        if caller is not None and not own:
-            learn_from(gw, o, req, attempts, caller, bill)
+        await _after(gw, o, caller, req, attempts, bill, span, plan, own)
     return o
+
+
+async def _read(gw: AppState, door: Door, o: Outcome, span: Span, headers: Mapping[str, str],
+                read_body: Callable[[], Awaitable[bytes]], caller: Caller,
+                own: bool) -> ModelRequest:
+    """The body, judged against the budget unread when large, bounded in its JSON
+    objects, then parsed by the door; the outcome notes whether it streams, its trace
+    and (when prompts are logged) its messages."""
+    length = headers.get("content-length")
+    if length is not None and len(length) >= PRECHECK_DIGITS:   # else too small to judge
+        await _admit_body(gw, caller, length, own)
+    raw = await read_body()
+    if not own and len(raw) > PRECHECK_BYTES and "content-length" not in headers:
+        await _admit_body(gw, caller, str(len(raw)), own)      # sent chunked
+    if len(raw) > 4 * gw.config.max_body_objects:    # a smaller body holds fewer objects
+        check_shape(raw, gw.config.max_body_objects)
+    req = await door.parse(raw, headers, caller)
+    req.size = len(raw)
+    o.stream, o.trace_id = req.stream, span.trace_id or req.trace.trace_id
+    o.prompt = req.messages if gw.config.logging.prompts else None
+    return req
+
+
+async def _after(gw: AppState, o: Outcome, caller: Caller | None, req: ModelRequest | None,
+                 attempts: Attempts, bill: Bill, span: Span, plan: Plan | None,
+                 own: bool) -> None:
+    """Once the request is settled: its answer kept for the response cache, its span,
+    its telemetry, and what routing learns from it."""
+    if plan is not None:
+        await keep_answer(gw, plan, o, bill)
+    span.finish(o)
+    gw.telemetry.request_completed(o)
+    if caller is not None and not own:
+        learn_from(gw, o, req, attempts, caller, bill)
 
 
 async def _admit_body(gw: AppState, caller: Caller, length: str | None, own: bool) -> None:
@@ -247,6 +263,13 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
         attempts.escalations.append(LOW_CONFIDENCE)
     result = await out.until_gone(call_with_fallback(gw, req, decision, features, o.request_id,
                                                      attempts, check, span))
+    await _answer(gw, door, out, o, caller, req, result, attempts, bill, features, keep)
+
+
+async def _answer(gw: AppState, door: Door, out: Responder, o: Outcome, caller: Caller,
+                  req: ModelRequest, result: Completion | ChunkStream, attempts: Attempts,
+                  bill: Bill, features: RequestFeatures, keep: bool) -> None:
+    """The served model's answer to the client: rendered whole, or relayed as a stream."""
     model = attempts.model
     assert model is not None
     o.model = model.name
