@@ -123,6 +123,17 @@ class SimEngine:
         finally:
             self._prefill.release()
 
+    async def _prefill_cached(self, prompt: Prompt | None, prompt_tokens: int, started: float) -> None:
+        """The prompt's prefill, less a prefix its cache holds; then the prompt is cached."""
+        cached = 0
+        if prompt is not None and self.config.prefix_cache:
+            cached = prompt.cached = self.prefix.lookup(prompt.blocks, prompt_tokens)
+        await self._prefill_prompt(prompt_tokens - cached)      # a cached prefix is skipped
+        if prompt is not None and self.config.prefix_cache:
+            self.prefix.insert(prompt.blocks)
+        self.stats.ttft_s.append(time.perf_counter() - started)
+        del self.stats.ttft_s[:-1000]
+
     async def generate(
         self, payload: dict[str, Any], *, prompt_tokens: int, p_correct: float | None = None,
         prompt: Prompt | None = None,
@@ -150,14 +161,7 @@ class SimEngine:
         try:
             if hang:
                 await asyncio.sleep(3600)
-            cached = 0
-            if prompt is not None and self.config.prefix_cache:
-                cached = prompt.cached = self.prefix.lookup(prompt.blocks, prompt_tokens)
-            await self._prefill_prompt(prompt_tokens - cached)      # a cached prefix is skipped
-            if prompt is not None and self.config.prefix_cache:
-                self.prefix.insert(prompt.blocks)
-            self.stats.ttft_s.append(time.perf_counter() - started)
-            del self.stats.ttft_s[:-1000]
+            await self._prefill_cached(prompt, prompt_tokens, started)
             correct = self._rng.random() < (self.ability if p_correct is None else p_correct)
             draft = draft_answer(
                 payload, self._output_tokens(payload), correct=correct,

@@ -63,6 +63,7 @@ from core.config import ModelConfig, Price, SimulateConfig, Timeouts
 from core.errors import GatewayError
 from sim.backend import SimulatedBackend
 from sim.count import encoding
+from sim.scripted import error_response, named_answer
 
 PROFILES: dict[str, dict[str, Any]] = {
     "error": {"error_rate": 1.0},
@@ -86,49 +87,6 @@ def build_backends(base: SimulateConfig) -> dict[str, SimulatedBackend]:
     return backends
 
 
-def error_response(status: int, message: str, code: str | None = None) -> Response:
-    body = {"error": {"message": message, "type": "server_error" if status >= 500 else
-                      "invalid_request_error", "param": None, "code": code}}
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
-
-
-def echo(payload: dict[str, Any]) -> Response:
-    """Return the received body as the answer, so tests can see what went upstream."""
-    return text_answer(payload, orjson.dumps(payload).decode())
-
-
-def judge(payload: dict[str, Any]) -> Response:
-    """A judge with a fixed taste, the longer answer, so swapped positions agree."""
-    last = payload["messages"][-1]
-    text = last.get("content") if isinstance(last, dict) else None
-    text = text if isinstance(text, str) else ""
-    _, _, rest = text.partition("Answer A:\n")
-    first, _, rest = rest.partition("\n\nAnswer B:\n")
-    second = rest.rpartition("\n\nWhich")[0]
-    return text_answer(payload, "A" if len(first) > len(second) else
-                       "B" if len(second) > len(first) else "T")
-
-
-def text_answer(payload: dict[str, Any], text: str) -> Response:
-    """A whole answer of ``text``, streamed in one chunk or not, as the request asked."""
-    usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
-    base = {"id": "chatcmpl-echo", "created": 0, "model": "echo"}
-    if not payload.get("stream"):
-        body = {**base, "object": "chat.completion", "usage": usage, "choices": [{
-            "index": 0, "message": {"role": "assistant", "content": text},
-            "finish_reason": "stop", "logprobs": None}]}
-        return Response(orjson.dumps(body), media_type="application/json")
-    chunk = {**base, "object": "chat.completion.chunk", "choices": [{
-        "index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
-    events = [chunk]
-    if (payload.get("stream_options") or {}).get("include_usage"):
-        events.append({**base, "object": "chat.completion.chunk", "choices": [], "usage": usage})
-    stream = b"".join(b"data: " + orjson.dumps(e) + b"\n\n" for e in events) + b"data: [DONE]\n\n"
-    return Response(stream, media_type="text/event-stream")
-
-
-TEXT_ANSWERS = {"echo": echo, "judge": judge}
-
 # Usage faults: what the upstream reports instead of the truth (None: no usage at all).
 USAGE_FAULTS: dict[str, dict[str, Any] | None] = {
     "no-usage": None,
@@ -140,39 +98,6 @@ USAGE_FAULTS: dict[str, dict[str, Any] | None] = {
     "overflow-usage": {"prompt_tokens": 2**70, "completion_tokens": 2**70, "total_tokens": 2**71},
     "unreadable-usage": {"prompt_tokens": "12", "completion_tokens": 1e300, "total_tokens": 12},
 }
-FAKE_SECRET = "sk-live-0123456789abcdefABCDEF0123456789"
-
-
-def status_fault(name: str) -> Response:
-    status = int(name.removeprefix("status-"))
-    response = error_response(status, f"upstream says no (HTTP {status}); key {FAKE_SECRET} "
-                              "was used", "upstream_test")
-    if status == 429:
-        response.headers["retry-after"] = "7"
-    return response
-
-
-def retry_after_fault(name: str) -> Response:
-    response = error_response(429, "upstream says slow down", "rate_limit_exceeded")
-    response.headers["retry-after"] = name.removeprefix("retry-after-")
-    return response
-
-
-def sequence_fault(name: str, seen: dict[str, int]) -> Response | None:
-    """The next status of ``name``'s script (``sequence-500.429.400-TAG``) as an
-    error answer; None once the script is played out (serve normally)."""
-    script = [int(s) for s in name.removeprefix("sequence-").partition("-")[0].split(".")
-              if s.isdigit()]
-    turn = seen[name] = seen.get(name, 0) + 1
-    if turn > len(script):
-        return None
-    status = script[turn - 1]
-    response = error_response(status, f"scripted answer {turn} of {len(script)}")
-    if status == 429:
-        response.headers["retry-after"] = "1"
-    return response
-
-
 def faulty_usage(body: bytes, fault: str) -> bytes:
     data = orjson.loads(body)
     usage = USAGE_FAULTS[fault]
@@ -254,16 +179,8 @@ def create_app(base: SimulateConfig) -> Starlette:
         except Exception:
             return error_response(400, "'messages' is required", "invalid_request")
         name = str(payload.get("model"))
-        if (answer := TEXT_ANSWERS.get(name)) is not None:
-            return answer(payload)
-        if name.startswith("status-"):
-            return status_fault(name)
-        if name.startswith("retry-after-"):
-            return retry_after_fault(name)
-        if name.startswith("sequence-") and (scripted := sequence_fault(name, sequence_seen)):
+        if (scripted := named_answer(name, payload, sequence_seen)) is not None:
             return scripted
-        if name == "endless" and payload.get("stream"):
-            return StreamingResponse(endless(), media_type="text/event-stream")
         fault = name if name in USAGE_FAULTS or name == "no-done" else None
         call = UpstreamCall(request.headers.get("x-request-id", "sim"), payload, 0)
         return await serve(backends.get(name, backends["default"]), request, call, fault)
@@ -276,7 +193,6 @@ def create_app(base: SimulateConfig) -> Starlette:
         counts: dict[str, Any] = {n: b.engine.stats.snapshot() for n, b in backends.items()}
         counts["sequence"] = sequence_seen
         return Response(orjson.dumps(counts), media_type="application/json")
-
 
     async def served(request: Request) -> Response:
         """What this server counted per request, newest last: its own bills."""
@@ -357,17 +273,6 @@ def _texts(value: Any) -> list[Any]:
     if isinstance(value, list) and value:
         return value
     raise ValueError("empty")
-
-
-async def endless() -> Any:
-    """A stream that never ends: a token chunk every millisecond until the client leaves."""
-    chunk = {"id": "chatcmpl-endless", "object": "chat.completion.chunk", "created": 0,
-             "model": "endless", "choices": [{"index": 0, "delta": {"content": "and "},
-                                              "finish_reason": None}]}
-    raw = b"data: " + orjson.dumps(chunk) + b"\n\n"
-    while True:
-        yield raw
-        await asyncio.sleep(0.001)
 
 
 def main(argv: list[str] | None = None) -> None:
