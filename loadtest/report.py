@@ -70,14 +70,17 @@ def markdown_table(report: dict[str, Any]) -> str:
         lines = []
     if sessions:
         lines += ["", "| agent_sessions | completed sessions | USD per completed session | "
+                  "the same turns: never evicted / switches free | "
                   "prefix-cache hit rate | switches per session | quality target met | TTFT p50 / "
-                  "p95 ms | models |", "|" + "---|" * 8]
+                  "p95 ms | models |", "|" + "---|" * 9]
         for run in sessions:
             ttft = run["pools"]["interactive"]["ttft_ms"]
             mix = ", ".join(f"{m} {n}" for m, n in run["models"].items())
             lines.append(
                 f"| {run['policy']} | {run['completed_sessions']}/{run['sessions']} | "
                 f"{_fmt(run['cost_per_completed_session_usd'], 5)} | "
+                f"{_fmt(run.get('kept_cache_cost_per_completed_session_usd'), 5)} / "
+                f"{_fmt(run.get('free_switch_cost_per_completed_session_usd'), 5)} | "
                 f"{_fmt(run['prefix_cache_hit_rate'], 3)} | "
                 f"{_fmt(run['model_switches_per_session'], 2)} | "
                 f"{_fmt(run['quality_target_met'], 3)} | {_fmt(ttft['p50'])} / "
