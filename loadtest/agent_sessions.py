@@ -15,8 +15,9 @@ KV cache sized for a full batch at the full context (``kv_cache_tokens``:
 4,096 tokens a slot holds less than one long session on ``large``),
 cached input priced at 10% of input, and an interactive TTFT SLO of 3 s (an
 agent's turn reads thousands of tokens), none refused for a predicted late
-start (``scheduler.refuse_late: false``). A turn refused with a 429 or 5xx is
-retried twice, after its retry-after or 0.5 s then 1 s, as the openai SDK
+start (``scheduler.refuse_late: false``) nor after 5 s in the queue (it waits
+up to ``AGENT_WAIT_S``, as an agent waits for its answer). A turn refused
+with a 429 or 5xx is retried twice, after its retry-after or 0.5 s then 1 s, as the openai SDK
 does; a session ends at a turn that still fails. Policies compared:
 
 - ``cache_aware``: ``routing.cache_aware: true`` (the default): the model that
@@ -59,6 +60,7 @@ from loadtest.traces import azure_trace
 POLICIES = ("cache_aware", "cache_blind", "large")
 CACHED_SHARE = 0.10              # cached input at 10% of the input price
 AGENT_TTFT_MS = 3000             # the interactive TTFT SLO of an agent's turn
+AGENT_WAIT_S = 90                # the longest a turn queues in the gateway (the chat's: 5 s)
 RETRIES = 2                      # as the openai SDK: a 429 or 5xx is tried twice more
 QUALITY_MET = ("quality-met", "quality-met-slo-missed", "requested")
 
@@ -90,7 +92,10 @@ def policy_config(policy: str, tmp: Path) -> dict[str, Any]:
         # An agent waits for its turn: none is refused for a predicted late start (a cold
         # prefill of 30k tokens on large takes 12 s whatever the queue), so every policy
         # completes its sessions and is compared on the same work.
-        model.setdefault("scheduler", {})["refuse_late"] = False
+        # Nor given up on after the chat's 5 s in the queue: a turn waits its turn for up to
+        # AGENT_WAIT_S, as an agent's client waits for its answer.
+        model.setdefault("scheduler", {}).update(refuse_late=False,
+                                                 interactive_wait_s=AGENT_WAIT_S)
     for model in config["models"]:
         # A KV cache that holds a full batch at the full context, as a server meant for
         # agents is sized: the simulator's default (4,096 tokens a slot, sized for chat)
@@ -175,10 +180,14 @@ async def _try_turn(client: httpx.AsyncClient, url: str, key: str, body: dict[st
         model, reason = r.headers.get("x-routegate-model", "-"), r.headers.get(
             "x-routegate-reason", "-")
         if r.status_code != 200:
-            await r.aread()
+            try:
+                error = orjson.loads(await r.aread()).get("error") or {}
+            except (orjson.JSONDecodeError, AttributeError):
+                error = {}
             retry = r.status_code == 429 or r.status_code >= 500
             wait = float(r.headers.get("retry-after") or 0) if retry else None
-            return Turn(model, reason, None, 0, 0, False), {}, wait
+            failure = f"{r.status_code} {error.get('code') or error.get('type') or ''}".strip()
+            return Turn(model, failure, None, 0, 0, False), {}, wait
         async for line in r.aiter_lines():
             if not line.startswith("data: {"):
                 continue
@@ -298,6 +307,9 @@ def summarize(policy: str, plan: SessionPlan, runs: list[list[Turn]], spent: flo
         "quality_target_met": round(sum(t.reason in QUALITY_MET or policy == "large"
                                         for t in turns) / len(turns), 4) if turns else None,
         "models": {m: sum(t.model == m for t in turns) for m in sorted({t.model for t in turns})},
+        # What ended the sessions that did not finish: status and error code, once retried.
+        "failures": {f: sum(t.reason == f for t in turns if not t.ok)
+                     for f in sorted({t.reason for t in turns if not t.ok})},
         # Each session's models, turn by turn, by initial (s, m, l; - for a failed turn).
         "model_sequences": ["".join(t.model[:1] if t.ok else "-" for t in s) for s in runs],
         "pools": {"interactive": {"ttft_ms": quantiles_ms(ttfts)}},
