@@ -17,8 +17,9 @@ cached input priced at 10% of input, and an interactive TTFT SLO of 3 s (an
 agent's turn reads thousands of tokens), none refused for a predicted late
 start (``scheduler.refuse_late: false``) nor after 5 s in the queue (it waits
 up to ``AGENT_WAIT_S``, as an agent waits for its answer). A turn refused
-with a 429 or 5xx is retried twice, after its retry-after or 0.5 s then 1 s, as the openai SDK
-does; a session ends at a turn that still fails. Policies compared:
+with a 429 or 5xx is retried twice, after its retry-after or 0.5 s then 1 s,
+as the openai SDK does; a session ends at a turn that still fails. Policies
+compared:
 
 - ``cache_aware``: ``routing.cache_aware: true`` (the default): the model that
   holds a session's prefix reads it at the cached price, with no prefill;
@@ -287,8 +288,8 @@ def summarize(policy: str, plan: SessionPlan, runs: list[list[Turn]], spent: flo
     ttfts = [t.ttft_s for t in turns if t.ttft_s is not None]
     # Over every session's turns, as the ledger is, and per completed session likewise.
     usage_cost = sum(turn_cost(prices, t, t.cached) for t in turns if t.ok)
-    kept = sum(bound_costs(prices, [t for t in s if t.ok])[0] for s in runs)
-    free = sum(bound_costs(prices, [t for t in s if t.ok])[1] for s in runs)
+    bounds = [bound_costs(prices, [t for t in s if t.ok]) for s in runs]
+    kept, free = sum(b[0] for b in bounds), sum(b[1] for b in bounds)
 
     def per_session(usd: float) -> float | None:
         return round(usd / len(done), 6) if done else None
