@@ -17,8 +17,9 @@ import hmac
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from core.budget_config import Limits
 from core.config import GatewayConfig, KeyConfig, TeamConfig
 from core.errors import AuthenticationFailed
 
@@ -42,11 +43,19 @@ def closing() -> dict[str, str]:
 class Caller:
     team: TeamConfig
     key: KeyConfig
+    # Read on every request, so worked out once when the key ring is built (a config
+    # model's attribute costs several times a plain one's): a short, non-secret name
+    # for the key (for logs and per-key limits), the team's name, and both budgets.
+    key_id: str = field(init=False)
+    team_name: str = field(init=False)
+    team_limits: Limits | None = field(init=False)
+    key_limits: Limits | None = field(init=False)
 
-    @property
-    def key_id(self) -> str:
-        """A short, non-secret name for the key (for logs and per-key limits)."""
-        return self.key.name or self.key.hash[7:19]
+    def __post_init__(self) -> None:
+        for name, value in (("key_id", self.key.name or self.key.hash[7:19]),
+                            ("team_name", self.team.name), ("team_limits", self.team.budget),
+                            ("key_limits", self.key.budget)):
+            object.__setattr__(self, name, value)
 
 
 def bearer_token(header: str | None) -> str | None:

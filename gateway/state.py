@@ -127,6 +127,24 @@ async def refuse_evicting_redis(config: GatewayConfig, redis: RedisHandle) -> st
     return risk
 
 
+@dataclass(frozen=True, slots=True)
+class Switches:
+    """The settings every request reads, read out of the config once: a config
+    section's attribute costs several times a plain one's on the chat path. A
+    reload changes only the teams (``gateway/reload.py``), so these stay true."""
+
+    budget: bool               # budget.enabled
+    log_prompts: bool          # logging.prompts
+    max_body_bytes: int
+    max_body_objects: int
+    deadline_s: float          # escalation.deadline_s
+
+    @classmethod
+    def of(cls, config: GatewayConfig) -> Switches:
+        return cls(config.budget.enabled, config.logging.prompts, config.max_body_bytes,
+                   config.max_body_objects, config.escalation.deadline_s)
+
+
 @dataclass
 class AppState:
     config: GatewayConfig
@@ -159,6 +177,7 @@ class AppState:
 
     def __post_init__(self) -> None:
         self.models: dict[str, ModelConfig] = {m.name: m for m in self.config.models}
+        self.switches = Switches.of(self.config)
         # What a request may cost per model: prices, output caps, learned prompt counts.
         self.tariff = Tariff(self.config)
         self.shadows = Shadows(self)
@@ -277,7 +296,7 @@ class AppState:
 
     def soft_limited(self, caller: Caller) -> bool:
         """From the last budget reply this replica saw: no extra round trip."""
-        return self.budget.soft_limited(caller.team.name, caller.key_id)
+        return self.budget.soft_limited(caller.team_name, caller.key_id)
 
     async def redis_ready(self) -> bool:
         return bool(await self.budget.ping())

@@ -84,6 +84,9 @@ def measure(name: str, stub: str, tmp: Path, args: argparse.Namespace) -> float:
             if dumps:
                 break
             time.sleep(0.1)
+    if args.keep:               # for callgrind_annotate: which functions the count is in
+        args.keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy(dumps[-1], args.keep / f"{name}{'-stream' if args.stream else ''}.callgrind")
     return instructions(dumps[-1]) / args.requests
 
 
@@ -96,6 +99,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--stream", action="store_true", help="streamed requests (SSE)")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="copy each target's callgrind dump into this directory")
     return parser.parse_args(argv)
 
 

@@ -51,7 +51,7 @@ def learn_from(gw: AppState, o: Outcome, req: ModelRequest | None, attempts: Att
     try:
         answered = bill.served and o.status == 200
         hand_over(gw.labels, o, req, attempts, feedback=caller.team.feedback and answered,
-                  keep_text=gw.config.logging.prompts)
+                  keep_text=gw.switches.log_prompts)
         answer = bill.answer if bill.answer is not None else (
             bill.streamed if bill.shadowed else None)
         gw.shadows.offer(o, req, caller, answer if answered else None)

@@ -119,7 +119,7 @@ async def answer_from_cache(gw: AppState, door: Door, out: Responder, o: Outcome
     model = gw.models.get(str(entry.get("model")))
     original = int(entry.get("cost") or 0)
     cost = round(original * plan.config.hit_price_fraction)
-    payer = Payer(caller.team.name, caller.team.budget, caller.key_id, caller.key.budget)
+    payer = Payer(caller.team_name, caller.team_limits, caller.key_id, caller.key_limits)
     held = await _reserve(gw, payer, o, cost)    # rpm counts a hit; the hard limit judges it
     o.model, o.reason, o.response_cache = (model.name if model else None), "response-cache", HIT
     o.cost_usd, o.cache_saved_usd = usd(cost), usd(original - cost)

@@ -80,6 +80,7 @@ class Router:
         # Named models with replicas to choose among by warm prefix (warm_matters).
         self._replicated = {n for m in config.models for n in (m.name, *m.aliases)
                             if len(m.base_urls) > 1}
+        self._cache_aware = config.routing.cache_aware      # read per request
         self.slo = SLO.from_config(config)
         self._default = Scorer.of(classifier, config) if classifier is not None else None
         self._scorers = {path: Scorer.of(m, config) for path, m in (team_classifiers or {}).items()}
@@ -106,7 +107,7 @@ class Router:
         """Whether a warm prefix can change this request's path: a choice among models
         (``auto``), or among a named model's replicas. A request that names a model of one
         replica has none to make, and pays nothing for the record."""
-        if not self.config.routing.cache_aware or req.operation != CHAT:
+        if not self._cache_aware or req.operation != CHAT:
             return False
         return req.routed or req.model in self._replicated
 

@@ -97,7 +97,7 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
     plan: Plan | None = None        # the team's response cache, when it applies
     try:
         caller = caller or gw.keyring.authenticate(headers)
-        o.team, o.key = caller.team.name, caller.key_id
+        o.team, o.key = caller.team_name, caller.key_id
         o.pool = pool or request_pool(caller, headers)
         req = await _read(gw, door, o, span, headers, read_body, caller, own)
         plan = None if own or caller.team.response_cache is None else plan_for(caller, req,
@@ -139,12 +139,12 @@ async def _read(gw: AppState, door: Door, o: Outcome, span: Span, headers: Mappi
     raw = await read_body()
     if not own and len(raw) > PRECHECK_BYTES and "content-length" not in headers:
         await _admit_body(gw, caller, str(len(raw)), own)      # sent chunked
-    if len(raw) > 4 * gw.config.max_body_objects:    # a smaller body holds fewer objects
-        check_shape(raw, gw.config.max_body_objects)
+    if len(raw) > 4 * gw.switches.max_body_objects:    # a smaller body holds fewer objects
+        check_shape(raw, gw.switches.max_body_objects)
     req = await door.parse(raw, headers, caller)
     req.size = len(raw)
     o.stream, o.trace_id = req.stream, span.trace_id or req.trace.trace_id
-    o.prompt = req.messages if gw.config.logging.prompts else None
+    o.prompt = req.messages if gw.switches.log_prompts else None
     return req
 
 
@@ -203,7 +203,7 @@ async def _settle(gw: AppState, o: Outcome, attempts: Attempts, bill: Bill, span
     lines = bill_lines(bill, attempts.discarded, attempts.model, cancelled)
     if o.response_cache != HIT:          # a hit billed and reported itself
         _report(o, lines)
-    settled = settle_lines(gw.budget if gw.config.budget.enabled else None, bill, lines,
+    settled = settle_lines(gw.budget if gw.switches.budget else None, bill, lines,
                            o.request_id)
     if settled.overdraft:
         o.overdraft_usd = usd(settled.overdraft)
@@ -236,7 +236,7 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
     features = await measure(req, gw.router.encodings, gw.router.scorer(req, caller),
                              chain=gw.router.warm_matters(req))
     if features.chain:
-        features.warm = gw.warm.by_model(caller.team.name, features.chain)
+        features.warm = gw.warm.by_model(caller.team_name, features.chain)
     decision = gw.router.choose(req, caller, features, pool=o.pool,
                                 soft_limited=gw.soft_limited(caller))
     stage.end()
@@ -245,14 +245,14 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
     o.confidence, o.slo = decision.confidence, decision.slo
     bill.rate = pool_rate(gw.config, o.pool)
     bill.demand = features.demand
-    bill.demand.team = caller.team.name
+    bill.demand.team = caller.team_name
     bill.ceilings = ladder_ceilings(gw.tariff, gw.models, (decision.model, *decision.fallbacks),
                                     features.demand, bill.rate)
     check = AnswerCheck.for_request(gw.config.escalation, req)
     stage = span.child("reserve")
-    payer = Payer(caller.team.name, caller.team.budget, caller.key_id, caller.key.budget)
+    payer = Payer(caller.team_name, caller.team_limits, caller.key_id, caller.key_limits)
     bill.reservation = await reserve_budget(
-        gw.budget if gw.config.budget.enabled else None, payer, o.request_id, decision.model,
+        gw.budget if gw.switches.budget else None, payer, o.request_id, decision.model,
         bill.ceilings, every_attempt_bills=check is not None, stable=stable, counted=not own)
     stage.end()
     if bill.reservation is not None:
@@ -275,7 +275,7 @@ async def _answer(gw: AppState, door: Door, out: Responder, o: Outcome, caller: 
     o.model = model.name
     bill.served = True
     if features.chain:      # that model now holds this prompt in its prefix cache
-        gw.warm.remember(caller.team.name, features.chain[-1],
+        gw.warm.remember(caller.team_name, features.chain[-1],
                          Warm(model.name, attempts.replica or 0,
                               features.prompt_tokens(model.tokenizer), time.time()))
     headers = o.response_headers()

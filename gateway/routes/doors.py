@@ -22,7 +22,7 @@ def door_route(path: str) -> Handler:
         door = gw.doors[path]
 
         async def read_body() -> bytes:
-            return await http.read_body(gw.config.max_body_bytes)
+            return await http.read_body(gw.switches.max_body_bytes)
 
         try:
             await serve(gw, door, http, http.headers, read_body)
