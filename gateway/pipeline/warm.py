@@ -45,6 +45,11 @@ log = logging.getLogger("routegate.warm")
 MAX_LOCAL = 100_000        # prefixes this replica remembers, all teams
 MAX_PER_TEAM = 20_000      # prefixes Redis keeps per team
 SYNC_S = 0.5
+# An entry reaches Redis up to a sync after it was served, stamped with when it was
+# served (and replicas' clocks differ a little): a read that began after the newest entry
+# it had seen would miss another replica's older ones written since. So each read goes
+# back this far before that; what it already knows is skipped.
+READ_OVERLAP_S = 4 * SYNC_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +139,9 @@ class WarmPrefixes:
                 pipe.zadd(f"{tag}:warm:at", {h: w.at for h, w in entries.items()})
             for team in teams:
                 tag = tag_of(team)
-                pipe.zrangebyscore(f"{tag}:warm:at", f"({self._seen_at.get(team, now - self.ttl_s)}",
-                                   "+inf", withscores=True, start=0, num=MAX_PER_TEAM)
+                since = max(self._seen_at.get(team, 0.0) - READ_OVERLAP_S, now - self.ttl_s)
+                pipe.zrangebyscore(f"{tag}:warm:at", f"({since}", "+inf", withscores=True,
+                                   start=0, num=MAX_PER_TEAM)
             replies = await pipe.execute()
         await self._take(redis, tag_of, teams, replies[len(replies) - len(teams):], now)
         if pending:
@@ -143,7 +149,7 @@ class WarmPrefixes:
 
     async def _take(self, redis: Any, tag_of: Any, teams: list[str], fresh: list[Any],
                     now: float) -> None:
-        wanted = [(team, [h for h, _ in rows if (team, h) not in self._known])
+        wanted = [(team, [h for h, at in rows if not self._knows(team, h, float(at))])
                   for team, rows in zip(teams, fresh, strict=True)]
         for team, rows in zip(teams, fresh, strict=True):
             if rows:
@@ -160,6 +166,12 @@ class WarmPrefixes:
                 warm = _parse(raw)
                 if warm is not None and warm.at >= now - self.ttl_s:
                     self._put(team, h if isinstance(h, bytes) else h.encode("latin-1"), warm)
+
+    def _knows(self, team: str, h: Any, at: float) -> bool:
+        """Whether the record already holds ``h`` as served at ``at`` or later."""
+        key = h if isinstance(h, bytes) else str(h).encode("latin-1")
+        known = self._known.get((team, key))
+        return known is not None and known.at >= at
 
     async def _trim(self, redis: Any, tag_of: Any, teams: list[str], now: float) -> None:
         """Keep each team's record within ``ttl_s`` and ``MAX_PER_TEAM`` entries."""

@@ -64,6 +64,36 @@ def test_replicas_share_the_record_through_redis() -> None:
     assert after is not None and (after.model, after.replica, after.tokens) == ("large", 2, 700)
 
 
+def test_a_replica_finds_what_another_wrote_after_it_had_read_newer_entries() -> None:
+    """An entry reaches Redis up to a sync after it was served, stamped with when it was
+    served: a replica that has meanwhile read newer entries (its own, or a third one's)
+    still finds it, and a prefix served again later is taken in its newer form."""
+    tags = KeySpace(f"rgtest-{uuid.uuid4().hex[:8]}", "UTC")
+    old, mine = prefix_chain(body("old session")), prefix_chain(body("another session"))
+    now = time.time()
+
+    async def run() -> tuple[Warm | None, Warm | None]:
+        client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+        try:
+            one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
+            two.remember("t", old[-1], Warm("medium", 0, 300, now - 0.3))   # not yet synced
+            one.remember("t", mine[-1], Warm("large", 0, 500, now - 0.1))
+            await one.sync(client, tags.tag, ["t"])     # one has read up to now - 0.1
+            await two.sync(client, tags.tag, ["t"])     # two writes its older entry only now
+            await one.sync(client, tags.tag, ["t"])
+            first = one.find("t", old)
+            two.remember("t", old[-1], Warm("large", 1, 300, time.time()))  # served again
+            await two.sync(client, tags.tag, ["t"])
+            await one.sync(client, tags.tag, ["t"])
+            return first, one.find("t", old)
+        finally:
+            await client.delete(f"{tags.tag('t')}:warm", f"{tags.tag('t')}:warm:at")
+            await client.aclose()
+    first, again = asyncio.run(run())
+    assert first is not None and (first.model, first.tokens) == ("medium", 300)
+    assert again is not None and (again.model, again.replica) == ("large", 1)
+
+
 def test_a_12_turn_agent_session_on_the_demo_fleet_stays_on_its_warm_model() -> None:
     """The demo config, ``model: auto``, four tools and growing tool results: at most
     two switches of model (it was six to eight before cache-aware routing), and the
