@@ -140,8 +140,10 @@ class WarmPrefixes:
             for team in teams:
                 tag = tag_of(team)
                 since = max(self._seen_at.get(team, 0.0) - READ_OVERLAP_S, now - self.ttl_s)
-                pipe.zrangebyscore(f"{tag}:warm:at", f"({since}", "+inf", withscores=True,
-                                   start=0, num=MAX_PER_TEAM)
+                # Newest first: a team past MAX_PER_TEAM in the window loses its oldest
+                # entries, never the read's progress.
+                pipe.zrevrangebyscore(f"{tag}:warm:at", "+inf", f"({since}", start=0,
+                                      num=MAX_PER_TEAM, withscores=True)
             replies = await pipe.execute()
         await self._take(redis, tag_of, teams, replies[len(replies) - len(teams):], now)
         if pending:
@@ -153,7 +155,8 @@ class WarmPrefixes:
                   for team, rows in zip(teams, fresh, strict=True)]
         for team, rows in zip(teams, fresh, strict=True):
             if rows:
-                self._seen_at[team] = max(float(at) for _, at in rows)
+                self._seen_at[team] = max(self._seen_at.get(team, 0.0),
+                                          *(float(at) for _, at in rows))
         if not any(hashes for _, hashes in wanted):
             return
         async with redis.pipeline(transaction=False) as pipe:

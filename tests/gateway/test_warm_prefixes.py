@@ -6,9 +6,11 @@ import asyncio
 import time
 import uuid
 
+import pytest
 import redis.asyncio as aioredis
 
 from budget.keys import KeySpace
+from gateway.pipeline import warm as warm_module
 from gateway.pipeline.warm import Warm, WarmPrefixes, prefix_chain
 
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
@@ -92,6 +94,30 @@ def test_a_replica_finds_what_another_wrote_after_it_had_read_newer_entries() ->
     first, again = asyncio.run(run())
     assert first is not None and (first.model, first.tokens) == ("medium", 300)
     assert again is not None and (again.model, again.replica) == ("large", 1)
+
+
+def test_a_read_past_its_bound_keeps_the_newest_entries(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica reads at most MAX_PER_TEAM entries a sync: the newest, so that a busy
+    team's reads still move forward."""
+    tags = KeySpace(f"rgtest-{uuid.uuid4().hex[:8]}", "UTC")
+    chains = [prefix_chain(body(f"session {i}")) for i in range(5)]
+    now = time.time()
+
+    async def run() -> list[bool]:
+        client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+        try:
+            one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
+            for i, chain in enumerate(chains):
+                one.remember("t", chain[-1], Warm("small", 0, 100, now - 1 + i / 10))
+            await one.sync(client, tags.tag, ["t"])          # all five in Redis
+            monkeypatch.setattr(warm_module, "MAX_PER_TEAM", 2)
+            await two.sync(client, tags.tag, ["t"])
+            return [two.find("t", chain) is not None for chain in chains]
+        finally:
+            await client.delete(f"{tags.tag('t')}:warm", f"{tags.tag('t')}:warm:at")
+            await client.aclose()
+    assert asyncio.run(run()) == [False, False, False, True, True]
 
 
 def test_a_12_turn_agent_session_on_the_demo_fleet_stays_on_its_warm_model() -> None:
