@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import pytest
 import redis.asyncio as aioredis
@@ -13,6 +15,7 @@ from budget.keys import KeySpace
 from gateway.pipeline import warm as warm_module
 from gateway.pipeline.warm import Warm, WarmPrefixes, prefix_chain
 
+T = TypeVar("T")
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
 
 
@@ -45,23 +48,36 @@ def test_the_longest_warm_prefix_is_found_and_expires() -> None:
     assert warm.find("t", chain).model == "large"           # type: ignore[union-attr]
 
 
-def test_replicas_share_the_record_through_redis() -> None:
-    tags = KeySpace(f"rgtest-{uuid.uuid4().hex[:8]}", "UTC")
-    chain = prefix_chain(body("a", "b"))
+Sync = Callable[[WarmPrefixes], Awaitable[None]]
 
-    async def run() -> tuple[Warm | None, Warm | None]:
+
+def on_two_replicas(script: Callable[[WarmPrefixes, WarmPrefixes, Sync], Awaitable[T]]) -> T:
+    """``script(one, two, sync)``: two replicas' records (team ``t``) sharing a fresh key
+    space in the real Redis; ``await sync(replica)`` is one sync of that replica."""
+    tags = KeySpace(f"rgtest-{uuid.uuid4().hex[:8]}", "UTC")
+
+    async def run() -> T:
         client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
         try:
-            one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
-            one.remember("t", chain[-1], Warm("large", 2, 700, time.time()))
-            before = two.find("t", chain)
-            await one.sync(client, tags.tag, ["t"])
-            await two.sync(client, tags.tag, ["t"])
-            return before, two.find("t", chain)
+            return await script(WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60),
+                                lambda replica: replica.sync(client, tags.tag, ["t"]))
         finally:
             await client.delete(f"{tags.tag('t')}:warm", f"{tags.tag('t')}:warm:at")
             await client.aclose()
-    before, after = asyncio.run(run())
+    return asyncio.run(run())
+
+
+def test_replicas_share_the_record_through_redis() -> None:
+    chain = prefix_chain(body("a", "b"))
+
+    async def script(one: WarmPrefixes, two: WarmPrefixes, sync: Sync
+                     ) -> tuple[Warm | None, Warm | None]:
+        one.remember("t", chain[-1], Warm("large", 2, 700, time.time()))
+        before = two.find("t", chain)
+        await sync(one)
+        await sync(two)
+        return before, two.find("t", chain)
+    before, after = on_two_replicas(script)
     assert before is None
     assert after is not None and (after.model, after.replica, after.tokens) == ("large", 2, 700)
 
@@ -70,28 +86,22 @@ def test_a_replica_finds_what_another_wrote_after_it_had_read_newer_entries() ->
     """An entry reaches Redis up to a sync after it was served, stamped with when it was
     served: a replica that has meanwhile read newer entries (its own, or a third one's)
     still finds it, and a prefix served again later is taken in its newer form."""
-    tags = KeySpace(f"rgtest-{uuid.uuid4().hex[:8]}", "UTC")
     old, mine = prefix_chain(body("old session")), prefix_chain(body("another session"))
     now = time.time()
 
-    async def run() -> tuple[Warm | None, Warm | None]:
-        client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
-        try:
-            one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
-            two.remember("t", old[-1], Warm("medium", 0, 300, now - 0.3))   # not yet synced
-            one.remember("t", mine[-1], Warm("large", 0, 500, now - 0.1))
-            await one.sync(client, tags.tag, ["t"])     # one has read up to now - 0.1
-            await two.sync(client, tags.tag, ["t"])     # two writes its older entry only now
-            await one.sync(client, tags.tag, ["t"])
-            first = one.find("t", old)
-            two.remember("t", old[-1], Warm("large", 1, 300, time.time()))  # served again
-            await two.sync(client, tags.tag, ["t"])
-            await one.sync(client, tags.tag, ["t"])
-            return first, one.find("t", old)
-        finally:
-            await client.delete(f"{tags.tag('t')}:warm", f"{tags.tag('t')}:warm:at")
-            await client.aclose()
-    first, again = asyncio.run(run())
+    async def script(one: WarmPrefixes, two: WarmPrefixes, sync: Sync
+                     ) -> tuple[Warm | None, Warm | None]:
+        two.remember("t", old[-1], Warm("medium", 0, 300, now - 0.3))   # not yet synced
+        one.remember("t", mine[-1], Warm("large", 0, 500, now - 0.1))
+        await sync(one)                 # one has read up to now - 0.1
+        await sync(two)                 # two writes its older entry only now
+        await sync(one)
+        first = one.find("t", old)
+        two.remember("t", old[-1], Warm("large", 1, 300, time.time()))  # served again
+        await sync(two)
+        await sync(one)
+        return first, one.find("t", old)
+    first, again = on_two_replicas(script)
     assert first is not None and (first.model, first.tokens) == ("medium", 300)
     assert again is not None and (again.model, again.replica) == ("large", 1)
 
@@ -100,24 +110,17 @@ def test_a_read_past_its_bound_keeps_the_newest_entries(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A replica reads at most MAX_PER_TEAM entries a sync: the newest, so that a busy
     team's reads still move forward."""
-    tags = KeySpace(f"rgtest-{uuid.uuid4().hex[:8]}", "UTC")
     chains = [prefix_chain(body(f"session {i}")) for i in range(5)]
     now = time.time()
 
-    async def run() -> list[bool]:
-        client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
-        try:
-            one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
-            for i, chain in enumerate(chains):
-                one.remember("t", chain[-1], Warm("small", 0, 100, now - 1 + i / 10))
-            await one.sync(client, tags.tag, ["t"])          # all five in Redis
-            monkeypatch.setattr(warm_module, "MAX_PER_TEAM", 2)
-            await two.sync(client, tags.tag, ["t"])
-            return [two.find("t", chain) is not None for chain in chains]
-        finally:
-            await client.delete(f"{tags.tag('t')}:warm", f"{tags.tag('t')}:warm:at")
-            await client.aclose()
-    assert asyncio.run(run()) == [False, False, False, True, True]
+    async def script(one: WarmPrefixes, two: WarmPrefixes, sync: Sync) -> list[bool]:
+        for i, chain in enumerate(chains):
+            one.remember("t", chain[-1], Warm("small", 0, 100, now - 1 + i / 10))
+        await sync(one)                                  # all five in Redis
+        monkeypatch.setattr(warm_module, "MAX_PER_TEAM", 2)
+        await sync(two)
+        return [two.find("t", chain) is not None for chain in chains]
+    assert on_two_replicas(script) == [False, False, False, True, True]
 
 
 def test_a_12_turn_agent_session_on_the_demo_fleet_stays_on_its_warm_model() -> None:
