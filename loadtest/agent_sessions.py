@@ -53,6 +53,7 @@ from typing import Any
 import httpx
 import orjson
 
+from core.config import Price
 from loadtest.fleet import fleet_config, gateway_process
 from loadtest.prompts import PromptBuilder
 from loadtest.stats import quantiles_ms
@@ -248,10 +249,8 @@ Prices = dict[str, tuple[float, float, float]]     # model -> (input, cached, ou
 def prices_of(config: dict[str, Any]) -> Prices:
     out = {}
     for m in config["models"]:
-        p = m["price"]
-        out[m["name"]] = (p["input_per_mtok"] / 1e6,
-                          p.get("cached_input_per_mtok", p["input_per_mtok"]) / 1e6,
-                          p["output_per_mtok"] / 1e6)
+        p = Price(**m["price"])          # the product's reading: no cached price, the input's
+        out[m["name"]] = (p.input_per_mtok / 1e6, p.cached_input / 1e6, p.output_per_mtok / 1e6)
     return out
 
 
