@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import httpx
 import pytest
 import redis.asyncio as aioredis
 
 from budget.keys import KeySpace
 from gateway.pipeline import warm as warm_module
 from gateway.pipeline.warm import Warm, WarmPrefixes, prefix_chain
+from loadtest.servers import Gateway
+from loadtest.warm_sync import row, two_replicas
 
 T = TypeVar("T")
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
@@ -123,13 +127,28 @@ def test_a_read_past_its_bound_keeps_the_newest_entries(
     assert on_two_replicas(script) == [False, False, False, True, True]
 
 
+def test_a_second_gateway_process_finds_the_warm_prefix_the_first_served() -> None:
+    """End to end: two ``routegate serve`` processes on one Redis. Each session's first
+    turn is served by replica A on ``warm-a``; its second turn, two seconds later, goes
+    to replica B, which unaware of A's turn would send it to the cheaper ``warm-b``
+    (``python -m loadtest.warm_sync`` shows it doing so at a delay of 0). B keeps it
+    on ``warm-a``, whose simulator, counting for itself, reads the prompt from cache."""
+    async def sessions(a: Gateway, b: Gateway) -> dict:
+        async with httpx.AsyncClient(timeout=60) as client:
+            return await row(client, a, b, 2.0, 4, random.Random(11))
+
+    with two_replicas() as (a, b):
+        got = asyncio.run(sessions(a, b))
+    assert got["first_on_a"] == 4
+    assert got["second_warm"] == 4 and got["second_cached"] == 4
+    assert got["cached_share"] > 0.9
+
+
 def test_a_12_turn_agent_session_on_the_demo_fleet_stays_on_its_warm_model() -> None:
     """The demo config, ``model: auto``, four tools and growing tool results: at most
     two switches of model (it was six to eight before cache-aware routing), and the
     later turns are read from the upstream's prefix cache."""
-    import random
 
-    import httpx
     import yaml
 
     from loadtest.agent_sessions import _tool, _turn
