@@ -306,9 +306,8 @@ class OpenAICompatBackend:
             if per_token:
                 self.stats.observe_tpot(per_token)
             return ttft
-        if usage and usage.completion_tokens > 1:
-            # Without server timings, attribute the whole time to decode: an upper bound.
-            self.stats.observe_tpot(elapsed / usage.completion_tokens)
+        if usage:       # without server timings: the whole time over the tokens, a bound
+            self.stats.observe_answer(elapsed, usage.completion_tokens)
         return None
 
     async def stream(self, call: UpstreamCall) -> HTTPChunkStream:

@@ -13,6 +13,14 @@ KV_HIGH = 0.9         # upstream KV-cache use past which new sequences start to 
 PEER_STALE_S = 1.0    # the other replicas' figures, older than this, are ignored
 MAX_OTHERS_RATIO = 16.0   # the other replicas' prefill backlog, at most this many times ours
 WINDOW = 256          # samples in the windowed p95
+# A non-streamed answer's whole time over its tokens bounds TPOT from above, and is
+# close to it only where decode dominates: shorter answers teach nothing of TPOT
+# (a 6-token answer in 0.3 s is not 50 ms a token).
+MIN_DECODE_TOKENS = 16
+# A model that has answered nothing for this long is judged by its defaults again:
+# what was learned from its last answers (TPOT, prefill rate) no longer counts. A
+# model routed away from for its latency gets no answer to learn it is fast again.
+LEARNED_STALE_S = 30.0
 P95_EVERY = 16        # new samples between two refreshes of a p95
 
 
@@ -153,21 +161,43 @@ class LiveStats:
     peer_own: int = 0                  # what this process had admitted when they were taken
     prompt_mean: float | None = None   # EWMA of the prompt tokens admitted
     backlog_rate: float = 0.0          # the prefill rate the backlog was last drained at
+    learned_at: float = 0.0            # the last latency sample (monotonic); 0: none
     ttft_window: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     tpot_window: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     _p95: dict[str, tuple[int, float | None]] = field(default_factory=dict)
     _seen: dict[str, int] = field(default_factory=lambda: {"ttft": 0, "tpot": 0})
 
+    def _learning(self) -> None:
+        """A latency sample is about to be taken: what was learned before it starts
+        again if it is stale (``LEARNED_STALE_S``), rather than being averaged in."""
+        now = time.monotonic()
+        if not self.learned(now):
+            self.ttft_s = self.tpot_s = self.prefill_tokens_per_s = None
+        self.learned_at = now
+
     def observe_ttft(self, seconds: float) -> None:
+        self._learning()
         self.ttft_s = _ewma(self.ttft_s, seconds)
         self.ttft_window.append(seconds)
         self._seen["ttft"] += 1
 
     def observe_tpot(self, seconds: float) -> None:
+        self._learning()
         self.tpot_s = _ewma(self.tpot_s, seconds)
         self.tpot_window.append(seconds)
         self._seen["tpot"] += 1
         self.load += EWMA_ALPHA * (max(1.0, self.running()) - self.load)
+
+    def observe_answer(self, seconds: float, output_tokens: int) -> None:
+        """A non-streamed answer without the server's timings: ``seconds`` from the call
+        to its end, prefill and network included, over its tokens bounds TPOT from
+        above; counted only from ``MIN_DECODE_TOKENS`` tokens, where decode dominates."""
+        if output_tokens >= MIN_DECODE_TOKENS:
+            self.observe_tpot(seconds / output_tokens)
+
+    def learned(self, now: float) -> bool:
+        """Whether the learned TPOT and prefill rate are recent enough to count."""
+        return now - self.learned_at <= LEARNED_STALE_S
 
     def observe_failure(self) -> None:
         self.last_failure = time.monotonic()
@@ -272,6 +302,7 @@ class LiveStats:
     def observe_prefill(self, tokens: float, ttft_s: float) -> None:
         """``tokens`` (the backlog ahead plus the prompt) were prefilled in ``ttft_s``."""
         if ttft_s > 0 and tokens > 0:
+            self._learning()
             sample, current = tokens / ttft_s, self.prefill_tokens_per_s
             if current is not None:   # one answer whose queue was miscounted moves it little
                 sample = min(max(sample, current / PREFILL_CLAMP), current * PREFILL_CLAMP)
@@ -304,8 +335,8 @@ class LiveStats:
                          fallback_slot_s: float = 2.0) -> float:
         """Queue wait + (backlog ahead, fleet-wide + this prompt) / the learned
         prefill rate."""
-        rate = self.prefill_tokens_per_s or default_prefill
         now = time.monotonic()
+        rate = (self.prefill_tokens_per_s if self.learned(now) else None) or default_prefill
         prefill = (self.fleet_backlog(rate, now) + prompt_tokens) / rate
         ahead = 0 if self.lifo else self.queued
         wait = self.queue_wait_s(ahead, fallback_slot_s)
@@ -334,7 +365,7 @@ class LiveStats:
         """TPOT follows concurrency: the measured one, rescaled from the load it
         was measured at to the load this request would join."""
         running = self.running()
-        if self.tpot_s is None:
+        if self.tpot_s is None or not self.learned(time.monotonic()):
             return default * (1 + self.batch_slowdown * running)
         capacity = max(self.capacity, self.upstream_capacity)
         now = 1 + self.batch_slowdown * min(running, capacity - 1)

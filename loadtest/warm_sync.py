@@ -14,8 +14,7 @@ standalone simulators, one per model, each with its own prefix cache:
   meets that target, so ``warm-a`` serves it and caches the prompt.
 - After ``delay`` seconds its second turn (the first, the answer, one more
   line) goes to replica B as plain ``auto`` (the team's target, 0.5, which
-  both models meet; the latency targets are set out of reach of this load, so
-  only price and quality choose). Blind to the cache, B picks ``warm-b``, the cheaper; if B
+  both models meet). Blind to the cache, B picks ``warm-b``, the cheaper; if B
   has learned that ``warm-a`` holds the prompt, ``warm-a`` is cheaper for this
   turn (its cached price) and B stays there.
 
@@ -60,8 +59,6 @@ def config(sim_a: str, sim_b: str) -> dict[str, Any]:
         "teams": [{"name": "test", "keys": [hashed(TEST_KEY)], "quality": 0.5}],
         "redis_url": "redis://127.0.0.1:6379/0",
         "routing": {"cache_aware": True},
-        # What is measured is the record, not the load: no latency target moves a turn.
-        "pools": {"interactive": {"ttft_ms": 60_000, "tpot_ms": 60_000}},
         "budget": {"key_prefix": f"rgwarm-{uuid.uuid4().hex[:8]}"},
         "batch": {"key_prefix": f"rgbwarm-{uuid.uuid4().hex[:8]}"},
     }

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from core.config import GatewayConfig, parse_config
-from core.types import LiveStats
+from core.types import LEARNED_STALE_S, MIN_DECODE_TOKENS, LiveStats
 from policies import POLICIES, Candidate, RouteContext, get_policy
 from policies.slo import AT_RISK, queued_ttft_s
 
@@ -148,6 +148,38 @@ def test_tpot_follows_concurrency() -> None:
         stats.observe_tpot(0.02)                             # measured alone
     stats.admitted = 11
     assert stats.predicted_tpot_s(default=0.5) == pytest.approx(0.02 * 1.55)
+
+
+def test_a_short_non_streamed_answer_teaches_nothing_of_tpot() -> None:
+    """Its whole time over its tokens is mostly prefill and network: 6 tokens in 0.3 s
+    are not 50 ms a token. From MIN_DECODE_TOKENS tokens the bound is taken."""
+    stats = LiveStats()
+    stats.observe_answer(0.3, 6)
+    assert stats.tpot_s is None
+    assert stats.predicted_tpot_s(default=0.01) == pytest.approx(0.01)
+    stats.observe_answer(0.32, MIN_DECODE_TOKENS * 2)
+    assert stats.tpot_s == pytest.approx(0.32 / (MIN_DECODE_TOKENS * 2))
+
+
+def test_a_model_unused_for_a_while_is_judged_by_its_defaults_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model routed away from for its latency gets no answer to learn it is fast again:
+    what was learned stops counting after LEARNED_STALE_S, and the next sample starts
+    afresh rather than being averaged into the stale figure."""
+    clock = [1000.0]
+    monkeypatch.setattr("core.types.time.monotonic", lambda: clock[0])
+    stats = LiveStats()
+    for _ in range(5):
+        stats.observe_tpot(0.09)                       # a slow spell
+        stats.observe_prefill(100, 1.0)                # 100 tokens/s
+    assert stats.predicted_tpot_s(default=0.01) == pytest.approx(0.09)
+    assert stats.predicted_ttft_s(1000, default_prefill=10_000) == pytest.approx(10.0)
+    clock[0] += LEARNED_STALE_S + 1
+    assert stats.predicted_tpot_s(default=0.01) == pytest.approx(0.01)
+    assert stats.predicted_ttft_s(1000, default_prefill=10_000) == pytest.approx(0.1)
+    stats.observe_tpot(0.02)
+    assert stats.tpot_s == pytest.approx(0.02)         # not 0.09 moved a fifth of the way
+    assert stats.prefill_tokens_per_s is None          # relearned from the next answer
 
 
 def test_windowed_p95_and_error_rate() -> None:
