@@ -288,13 +288,18 @@ class OpenAICompatBackend:
             raise UpstreamError(f"model {self.name} returned no choices")
         usage = Usage.from_wire(data.get("usage"))
         self.stats.requests += 1
-        ttft = self._observe_timings(data.get("timings"), elapsed, usage)
+        ttft = self._observe_timings(data.get("timings"))
         body, data = self.body_model.completion(body, data)
         return Completion(body=body, data=data, usage=usage, latency_s=elapsed, ttft_s=ttft)
 
-    def _observe_timings(self, timings: Any, elapsed: float, usage: Usage | None) -> float | None:
+    def _observe_timings(self, timings: Any) -> float | None:
         """llama.cpp reports prefill and decode times; use them when present.
-        Returns the server's prefill time (its TTFT), if it gave one."""
+        Returns the server's prefill time (its TTFT), if it gave one.
+
+        Without them a non-streamed answer says nothing of TPOT: its whole time
+        over its tokens holds the upstream's queue and the prefill too (6 tokens in
+        0.3 s are not 50 ms a token; docs/pools.md, "Live stats"). The scheduler
+        learns its slot time."""
         if isinstance(timings, dict) and "prompt_ms" in timings:
             # The server's own figures feed routing's predictions: a NaN or an
             # absurd value would poison them, so only plausible ones are read.
@@ -306,8 +311,6 @@ class OpenAICompatBackend:
             if per_token:
                 self.stats.observe_tpot(per_token)
             return ttft
-        if usage:       # without server timings: the whole time over the tokens, a bound
-            self.stats.observe_answer(elapsed, usage.completion_tokens)
         return None
 
     async def stream(self, call: UpstreamCall) -> HTTPChunkStream:

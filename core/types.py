@@ -13,10 +13,6 @@ KV_HIGH = 0.9         # upstream KV-cache use past which new sequences start to 
 PEER_STALE_S = 1.0    # the other replicas' figures, older than this, are ignored
 MAX_OTHERS_RATIO = 16.0   # the other replicas' prefill backlog, at most this many times ours
 WINDOW = 256          # samples in the windowed p95
-# A non-streamed answer's whole time over its tokens bounds TPOT from above, and is
-# close to it only where decode dominates: shorter answers teach nothing of TPOT
-# (a 6-token answer in 0.3 s is not 50 ms a token).
-MIN_DECODE_TOKENS = 16
 # A model that has answered nothing for this long is judged by its defaults again:
 # what was learned from its last answers (TPOT, prefill rate) no longer counts. A
 # model routed away from for its latency gets no answer to learn it is fast again.
@@ -187,13 +183,6 @@ class LiveStats:
         self.tpot_window.append(seconds)
         self._seen["tpot"] += 1
         self.load += EWMA_ALPHA * (max(1.0, self.running()) - self.load)
-
-    def observe_answer(self, seconds: float, output_tokens: int) -> None:
-        """A non-streamed answer without the server's timings: ``seconds`` from the call
-        to its end, prefill and network included, over its tokens bounds TPOT from
-        above; counted only from ``MIN_DECODE_TOKENS`` tokens, where decode dominates."""
-        if output_tokens >= MIN_DECODE_TOKENS:
-            self.observe_tpot(seconds / output_tokens)
 
     def learned(self, now: float) -> bool:
         """Whether the learned TPOT and prefill rate are recent enough to count."""

@@ -143,7 +143,6 @@ class AnthropicBackend(OpenAICompatBackend):
         chat = to_chat_completion(data, model=self.name, created=int(time.time()))
         usage = usage_of(data.get("usage"))
         self.stats.requests += 1
-        self._observe_timings(None, elapsed, usage)
         mine = None
         if native is not None:
             data["model"] = self.name          # the configured name, as every door gives it

@@ -139,8 +139,6 @@ class BedrockBackend:
                                 code=getattr(exc, "code", None) or "upstream_error") from None
         usage, _ = read_usage(data.get("usage"))
         self.stats.requests += 1
-        if usage:
-            self.stats.observe_answer(elapsed, usage.completion_tokens)   # an upper bound
         return Completion(orjson.dumps(chat), chat, usage, elapsed)
 
     async def stream(self, call: UpstreamCall) -> BedrockStream:

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from core.config import GatewayConfig, parse_config
-from core.types import LEARNED_STALE_S, MIN_DECODE_TOKENS, LiveStats
+from core.types import LEARNED_STALE_S, LiveStats
 from policies import POLICIES, Candidate, RouteContext, get_policy
 from policies.slo import AT_RISK, queued_ttft_s
 
@@ -148,17 +148,6 @@ def test_tpot_follows_concurrency() -> None:
         stats.observe_tpot(0.02)                             # measured alone
     stats.admitted = 11
     assert stats.predicted_tpot_s(default=0.5) == pytest.approx(0.02 * 1.55)
-
-
-def test_a_short_non_streamed_answer_teaches_nothing_of_tpot() -> None:
-    """Its whole time over its tokens is mostly prefill and network: 6 tokens in 0.3 s
-    are not 50 ms a token. From MIN_DECODE_TOKENS tokens the bound is taken."""
-    stats = LiveStats()
-    stats.observe_answer(0.3, 6)
-    assert stats.tpot_s is None
-    assert stats.predicted_tpot_s(default=0.01) == pytest.approx(0.01)
-    stats.observe_answer(0.32, MIN_DECODE_TOKENS * 2)
-    assert stats.tpot_s == pytest.approx(0.32 / (MIN_DECODE_TOKENS * 2))
 
 
 def test_a_model_unused_for_a_while_is_judged_by_its_defaults_again(
