@@ -193,3 +193,22 @@ async def test_a_bug_is_not_turned_into_an_upstream_error() -> None:
         await stream.aclose()
         await b.aclose()
     assert b.stats.in_flight == 0
+
+
+@synchronous
+async def test_a_non_streamed_answer_teaches_tpot_only_from_the_server_s_timings() -> None:
+    """Its whole time over its tokens holds the upstream's queue and the prefill: 20
+    tokens after 0.3 s are not 15 ms a token. llama.cpp's own timings are read."""
+    usage = {"prompt_tokens": 3, "completion_tokens": 20, "total_tokens": 23}
+    plain = orjson.dumps({**orjson.loads(ANSWER), "usage": usage})
+    timed = orjson.dumps({**orjson.loads(plain),
+                          "timings": {"prompt_ms": 40.0, "predicted_per_token_ms": 12.5}})
+    learned = []
+    for body in (plain, timed):
+        async with raw_server(lambda raw, b=body: [0.3, *fixed(b)]) as (origin, _):  # type: ignore[misc]
+            b = backend(origin)
+            completion = await b.complete(call())
+            await b.aclose()
+        learned.append((b.stats.tpot_s, b.stats.ttft_s, completion.ttft_s))
+    assert learned[0] == (None, None, None)
+    assert learned[1] == (pytest.approx(0.0125), pytest.approx(0.04), pytest.approx(0.04))
