@@ -37,6 +37,7 @@ from core.learning_config import LearningSettings, ShadowConfig
 from core.model_config import (  # the models' section, re-exported: importers read it here
     POOL_NAMES,
     ModelConfig,
+    ModelFacts,
     ModelName,
     PoolName,
     Price,
@@ -50,7 +51,8 @@ from core.responses_config import ResponsesSettings
 from core.storage_config import StorageSettings
 from core.strict import Strict
 
-__all__ = ["POOL_NAMES", "ConfigError", "GatewayConfig", "ModelConfig", "ModelName", "PoolName",
+__all__ = ["POOL_NAMES", "ConfigError", "GatewayConfig", "ModelConfig", "ModelFacts", "ModelName",
+           "PoolName",
            "Price", "SimulateConfig", "TeamConfig", "Timeouts", "TransportConfig",
            "known_encodings", "load_config", "parse_config"]
 

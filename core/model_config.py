@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Annotated, Literal
 
@@ -217,3 +218,53 @@ class ModelConfig(Strict):
         per_replica = self.scheduler.max_concurrency or (
             self.simulate.max_batch if self.simulate else DEFAULT_MAX_CONCURRENCY)
         return per_replica * max(1, len(self.base_urls))
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """A ``Price`` read once: USD per million tokens, cached and written ones apart."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+    cached_input: float
+    cache_write: float
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ModelFacts:
+    """What the request path reads of a model, read out of its config once.
+
+        facts = ModelFacts.of(config.models[0])
+        facts.price.input_per_mtok, facts.wire_model, facts.config.transport
+
+    The config sections are pydantic models, and pydantic's ``__getattr__`` keeps
+    CPython 3.11 from specializing a read of one: each costs some 400 instructions
+    against a few dozen for a plain attribute, and a request read about 70 of them
+    (``docs/benchmarks.md``). The names are the config's, so code reads either alike;
+    the rest of the config is ``config``."""
+
+    config: ModelConfig
+    name: str
+    kind: str
+    backend: str
+    tokenizer: str
+    context_window: int
+    max_output_tokens: int
+    pools: tuple[str, ...]
+    ability: float
+    family: str | None
+    wire_model: str
+    output_cap_param: str | None
+    energy_j_per_token: float | None
+    price: Rates
+    simulate: SimulateConfig | None
+    first_byte_s: float         # timeouts.first_byte_s
+
+    @classmethod
+    def of(cls, m: ModelConfig) -> ModelFacts:
+        p = m.price
+        return cls(m, m.name, m.kind, m.backend, m.tokenizer, m.context_window,
+                   m.max_output_tokens, tuple(m.pools), m.ability, m.family, m.wire_model,
+                   m.output_cap_param, m.energy_j_per_token,
+                   Rates(p.input_per_mtok, p.output_per_mtok, p.cached_input, p.cache_write),
+                   m.simulate, m.timeouts.first_byte_s)

@@ -20,8 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from core.budget_config import Limits
-from core.config import GatewayConfig, KeyConfig, TeamConfig
+from core.cache_config import ResponseCacheConfig
+from core.config import GatewayConfig, KeyConfig, PoolName, TeamConfig
 from core.errors import AuthenticationFailed
+from core.learning_config import ShadowConfig
 
 log = logging.getLogger("routegate.auth")
 # Below this many characters an admin key is guessable enough to warn about at start-up.
@@ -44,17 +46,32 @@ class Caller:
     team: TeamConfig
     key: KeyConfig
     # Read on every request, so worked out once when the key ring is built (a config
-    # model's attribute costs several times a plain one's): a short, non-secret name
-    # for the key (for logs and per-key limits), the team's name, and both budgets.
+    # model's attribute costs several times a plain one's, core.model_config.ModelFacts):
+    # a short, non-secret name for the key (for logs and per-key limits), the team's name,
+    # both budgets, and the team's settings the request path reads.
     key_id: str = field(init=False)
     team_name: str = field(init=False)
     team_limits: Limits | None = field(init=False)
     key_limits: Limits | None = field(init=False)
+    quality: float = field(init=False)
+    allowed_models: list[str] | None = field(init=False)
+    allowed_pools: list[PoolName] | None = field(init=False)
+    default_pool: PoolName | None = field(init=False)      # the key's, else the team's
+    classifier: str | None = field(init=False)
+    feedback: bool = field(init=False)
+    shadow: ShadowConfig | None = field(init=False)
+    response_cache: ResponseCacheConfig | None = field(init=False)
 
     def __post_init__(self) -> None:
+        team = self.team
         for name, value in (("key_id", self.key.name or self.key.hash[7:19]),
-                            ("team_name", self.team.name), ("team_limits", self.team.budget),
-                            ("key_limits", self.key.budget)):
+                            ("team_name", team.name), ("team_limits", team.budget),
+                            ("key_limits", self.key.budget), ("quality", team.quality),
+                            ("allowed_models", team.allowed_models),
+                            ("allowed_pools", team.allowed_pools),
+                            ("default_pool", self.key.default_pool or team.default_pool),
+                            ("classifier", team.classifier), ("feedback", team.feedback),
+                            ("shadow", team.shadow), ("response_cache", team.response_cache)):
             object.__setattr__(self, name, value)
 
 

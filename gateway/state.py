@@ -28,7 +28,7 @@ from budget.eviction import eviction_risk
 from budget.keys import KeySpace
 from classifiers.complexity import ComplexityModel
 from classifiers.length import counter_for
-from core.config import GatewayConfig, ModelConfig
+from core.config import GatewayConfig, ModelFacts
 from gateway.auth import Caller, KeyRing
 from gateway.batch_runner import BatchService, open_batch_service
 from gateway.bulk import QuotaStore
@@ -36,6 +36,7 @@ from gateway.money.ceiling import Tariff
 from gateway.observe.history import History
 from gateway.observe.otel import NOOP, Tracer, start_tracer
 from gateway.observe.telemetry import Telemetry
+from gateway.pipeline.attempts import Checking
 from gateway.pipeline.response_cache import ResponseCache
 from gateway.pipeline.routing import Router
 from gateway.pipeline.shadow import Shadows
@@ -138,11 +139,14 @@ class Switches:
     max_body_bytes: int
     max_body_objects: int
     deadline_s: float          # escalation.deadline_s
+    checking: Checking         # escalation's answer checks
+    fallback: bool             # routing.fallback
 
     @classmethod
     def of(cls, config: GatewayConfig) -> Switches:
         return cls(config.budget.enabled, config.logging.prompts, config.max_body_bytes,
-                   config.max_body_objects, config.escalation.deadline_s)
+                   config.max_body_objects, config.escalation.deadline_s,
+                   Checking.of(config.escalation), config.routing.fallback)
 
 
 @dataclass
@@ -176,7 +180,8 @@ class AppState:
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.models: dict[str, ModelConfig] = {m.name: m for m in self.config.models}
+        # Each model as the request path reads it (core.model_config.ModelFacts).
+        self.models: dict[str, ModelFacts] = {m.name: ModelFacts.of(m) for m in self.config.models}
         self.switches = Switches.of(self.config)
         # What a request may cost per model: prices, output caps, learned prompt counts.
         self.tariff = Tariff(self.config)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from core.config import GatewayConfig, ModelConfig
+from core.config import GatewayConfig, ModelFacts
 from core.types import LiveStats
 
 
@@ -32,7 +32,7 @@ class RouteContext:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    model: ModelConfig
+    model: ModelFacts
     stats: LiveStats
     p_correct: float           # predicted P(correct), computed once by the router
     cost_usd: float            # predicted, at the expected output length

@@ -97,6 +97,7 @@ class Breaker:
     def __init__(self, config: BreakerConfig,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
+        self._enabled = config.enabled      # read on every attempt: once
         self._clock = clock
         self._state = CLOSED
         self._consecutive = 0
@@ -187,7 +188,7 @@ class Breaker:
         self._probe_granted = False
 
     def _settle(self, trial: Trial, *, ok: bool) -> None:
-        if not self.config.enabled:
+        if not self._enabled:
             return
         if trial.probe:
             if trial._held:     # a second verdict on one probe changes nothing

@@ -35,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from core.config import GatewayConfig, ModelConfig
+from core.config import GatewayConfig, ModelFacts
 from core.types import Usage
 from gateway.money.pricing import billed_nano, cost_nano
 from gateway.money.prompt_meter import PromptMeter
@@ -61,24 +61,24 @@ class Demand:
     inputs: int = 1                  # prompts read apart (legacy completions, embeddings)
     team: str = ""                   # whose prompts the meter learns from
 
-    def output_cap(self, model: ModelConfig) -> int:
+    def output_cap(self, model: ModelFacts) -> int:
         """The most output tokens ``model`` may bill for this request."""
         if not self.generates:
             return 0
         one = min(self.max_tokens or model.max_output_tokens, model.max_output_tokens)
         return self.choices * one
 
-    def prompt_cap(self, model: ModelConfig) -> int:
+    def prompt_cap(self, model: ModelFacts) -> int:
         """The most prompt tokens ``model`` may bill: all it can read, per input."""
         return model.context_window * self.inputs
 
-    def stream_event_cap(self, model: ModelConfig) -> int:
+    def stream_event_cap(self, model: ModelFacts) -> int:
         """The most events a stream from ``model`` may carry before it is cut: every
         billable token as its own event, 10% more, and the framing around them."""
         return (math.ceil(1.1 * self.output_cap(model)) + EVENTS_PER_CHOICE * self.choices
                 + EVENT_SLACK)
 
-    def ours(self, model: ModelConfig) -> int:
+    def ours(self, model: ModelFacts) -> int:
         return self.prompt_tokens[model.tokenizer]
 
 
@@ -87,7 +87,7 @@ class Ceiling:
     """What is reserved for one attempt on ``model`` (tokens and nano-USD), and the
     most it may bill: ``prompt_cap`` and ``output_tokens``."""
 
-    model: ModelConfig
+    model: ModelFacts
     prompt_tokens: int               # reserved: our count, widened by the meter
     output_tokens: int               # reserved, and the most billed
     cost: int                        # nano-USD reserved, at the pool's rate
@@ -120,7 +120,7 @@ class Tariff:
             meter = self.meters[(model, team)] = PromptMeter(self._margins.get(model, 0.25))
         return meter
 
-    def ceiling(self, model: ModelConfig, demand: Demand, rate: float) -> Ceiling:
+    def ceiling(self, model: ModelFacts, demand: Demand, rate: float) -> Ceiling:
         cap = demand.prompt_cap(model)
         prompt = min(cap, self.meter(model.name, demand.team).bound(
             demand.prompt_tokens[model.tokenizer], demand.messages))

@@ -12,7 +12,7 @@ one and be forgotten in another.
 from __future__ import annotations
 
 from budget.nanousd import cost_nanousd, usd
-from core.config import GatewayConfig, ModelConfig
+from core.config import GatewayConfig, ModelFacts
 from core.types import Usage
 
 
@@ -21,7 +21,7 @@ def pool_rate(config: GatewayConfig, pool: str) -> float:
     return config.pools.batch.price_multiplier if pool == "batch" else 1.0
 
 
-def cost_nano(model: ModelConfig, prompt_tokens: int, output_tokens: int, rate: float = 1.0,
+def cost_nano(model: ModelFacts, prompt_tokens: int, output_tokens: int, rate: float = 1.0,
               cached: int = 0, written: int = 0) -> int:
     """What ``model`` bills: of ``prompt_tokens``, ``cached`` read from its prompt
     cache and ``written`` to it at their prices (``price.cached_input_per_mtok``,
@@ -39,13 +39,13 @@ def cost_nano(model: ModelConfig, prompt_tokens: int, output_tokens: int, rate: 
                         p.cache_write * rate)
 
 
-def billed_nano(model: ModelConfig, usage: Usage, rate: float = 1.0) -> int:
+def billed_nano(model: ModelFacts, usage: Usage, rate: float = 1.0) -> int:
     """``cost_nano`` of an upstream's usage, its cached and written parts apart."""
     return cost_nano(model, usage.prompt_tokens, usage.completion_tokens, rate,
                      usage.cached_tokens, usage.cache_write_tokens)
 
 
-def cost_usd(model: ModelConfig, prompt_tokens: int, output_tokens: int, rate: float = 1.0,
+def cost_usd(model: ModelFacts, prompt_tokens: int, output_tokens: int, rate: float = 1.0,
              cached: int = 0) -> float:
     """Predicted cost for ranking candidates: a float is enough, and cheaper.
     ``cached``: prompt tokens the model probably holds in its prompt cache."""

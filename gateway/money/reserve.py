@@ -23,7 +23,7 @@ from budget.journal import RELEASE_ONLY
 from budget.reservation import Reservation
 from budget.store import BudgetStore
 from core.budget_config import Limits
-from core.config import ModelConfig
+from core.config import ModelFacts
 from core.types import Usage
 from gateway.money.ceiling import Ceiling, Demand, Tariff
 
@@ -38,7 +38,7 @@ class Payer:
     key_limits: Limits | None
 
 
-def ladder_ceilings(tariff: Tariff, models: Mapping[str, ModelConfig], ladder: Sequence[str],
+def ladder_ceilings(tariff: Tariff, models: Mapping[str, ModelFacts], ladder: Sequence[str],
                     demand: Demand, rate: float) -> dict[str, Ceiling]:
     """Each model the request may try, with what is reserved for it there."""
     return {name: tariff.ceiling(models[name], demand, rate) for name in ladder}
@@ -77,7 +77,7 @@ async def reserve_budget(store: BudgetStore | None, payer: Payer, request_id: st
         max_cost_nanousd=amount, max_tokens=tokens, stable=stable, counted=counted)
 
 
-def settle_budget(store: BudgetStore, reservation: Reservation, model: ModelConfig | None,
+def settle_budget(store: BudgetStore, reservation: Reservation, model: ModelFacts | None,
                   usage: Usage | None, cost: int, *, attempt: int = 0) -> asyncio.Future[None]:
     """Bill ``cost`` to ``model``'s ledger line and, for the delivered answer
     (``attempt`` 0), release the rest of the hold. A refused answer of an

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from budget.reservation import Progress, Reservation
 from budget.store import BudgetStore
-from core.config import ModelConfig
+from core.config import ModelFacts
 from core.types import Usage
 from gateway.money.ceiling import Billed, Ceiling, Demand, Tariff
 from gateway.money.metering import count_answer_tokens, count_relayed_tokens
@@ -38,7 +38,7 @@ class Charged(Protocol):
     """An attempt whose answer was generated and refused (an escalation): it is billed."""
 
     @property
-    def model(self) -> ModelConfig: ...
+    def model(self) -> ModelFacts: ...
 
     @property
     def usage(self) -> Usage | None: ...
@@ -71,13 +71,13 @@ class Bill:
     usage_sent: bool = False              # the upstream sent a usage object (readable or not)
     # While the request runs: which model's attempt went upstream (None: none yet), and
     # the stream being relayed, if any. The lease renewals read both (``progress``).
-    upstream: Callable[[], ModelConfig | None] | None = None
+    upstream: Callable[[], ModelFacts | None] | None = None
     relay: Relayed | None = None
     streamed: Any = None                  # a stream kept (shadow, response cache): its answer
     shadowed: bool = False                # the stream was sampled for a shadow answer
     _delivered: Billed | None = None      # the served answer, billed once
 
-    def ceiling(self, model: ModelConfig) -> Ceiling:
+    def ceiling(self, model: ModelFacts) -> Ceiling:
         ceiling = self.ceilings.get(model.name)
         if ceiling is None:   # not in the ladder the reservation covered: cannot happen, but
             assert self.demand is not None          # never bill without a ceiling
@@ -85,7 +85,7 @@ class Bill:
                                                                       self.rate)
         return ceiling
 
-    def billed(self, model: ModelConfig, reported: Usage | None, answer: Any, chunks: int,
+    def billed(self, model: ModelFacts, reported: Usage | None, answer: Any, chunks: int,
                text: list[str] | None = None, sent: bool = False) -> Billed:
         """``chunks``/``text``: what a stream relayed; ``sent``: usage came, unreadable."""
         assert self.demand is not None
@@ -112,14 +112,14 @@ class Bill:
         output = self.relay.tokens_so_far() if self.relay is not None else 0
         return model.name, prompt, output, cost_nano(model, prompt, output, self.rate)
 
-    def served_answer(self, model: ModelConfig) -> Billed:
+    def served_answer(self, model: ModelFacts) -> Billed:
         """The delivered answer's bill (computed once: the meter learns from it once)."""
         if self._delivered is None:
             self._delivered = self.billed(model, self.reported, self.answer, self.relayed_chunks,
                                           self.relayed_text, self.usage_sent)
         return self._delivered
 
-    def delivered(self, model: ModelConfig, cancelled: bool) -> Billed | None:
+    def delivered(self, model: ModelFacts, cancelled: bool) -> Billed | None:
         if self.demand is None:
             return None
         if not self.served:
@@ -133,7 +133,7 @@ class Bill:
 class Line:
     """One ledger line: a model's share of the request."""
 
-    model: ModelConfig
+    model: ModelFacts
     usage: Usage
     cost: int
     rate: float = 1.0        # the pool's price multiplier it was billed at
@@ -170,7 +170,7 @@ class Lines:
                    for x in self.lines if x.usage.cached_tokens)
 
 
-def bill_lines(bill: Bill, discarded: Sequence[Charged], model: ModelConfig | None,
+def bill_lines(bill: Bill, discarded: Sequence[Charged], model: ModelFacts | None,
                cancelled: bool) -> Lines:
     """The request's lines: ``discarded`` answers, then the one ``model`` delivered.
     ``cancelled``: the client left after the call went upstream (its prompt was read)."""

@@ -2,7 +2,7 @@
 
     attempts = Attempts()                       # filled in by the attempt loop
     attempts.header()                           # "small:invalid_json,medium:ok"
-    check = AnswerCheck.for_request(config.escalation, req)   # None: nothing to verify
+    check = AnswerCheck.for_request(Checking.of(config.escalation), req)  # None: none
 
 Every attempt that produced output is billed, the ones whose answers were
 discarded included (``discarded``): the team pays honestly for every try.
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.base import Completion
-from core.config import ModelConfig
+from core.config import ModelFacts
 from core.escalation_config import EscalationConfig
 from core.types import Usage
 from gateway.pipeline.answers import HeldStream, completion_message
@@ -24,7 +24,7 @@ from policies.validators import check_answer, is_structured
 
 @dataclass(slots=True)
 class Attempt:
-    model: ModelConfig
+    model: ModelFacts
     outcome: str                      # "ok", an error code, or why the answer was refused
     usage: Usage | None = None        # a discarded answer's reported usage
     answer: Any = None                # a discarded non-streamed answer (counted if no usage)
@@ -33,7 +33,7 @@ class Attempt:
 
 @dataclass(slots=True)
 class Attempts:
-    model: ModelConfig | None = None  # the one called last: it answered, or failed last
+    model: ModelFacts | None = None  # the one called last: it answered, or failed last
     started: bool = False             # its call went upstream (it was not refused or queued)
     replica: int | None = None        # which of its replicas (base_urls) the call went to
     tried: list[Attempt] = field(default_factory=list)
@@ -59,6 +59,19 @@ class Attempts:
 
 
 @dataclass(frozen=True, slots=True)
+class Checking:
+    """``escalation``'s answer checks, read out of the config once (``gw.switches``)."""
+
+    enabled: bool
+    min_logprob: float | None
+    buffer_streams: bool        # stream_mode: buffer
+
+    @classmethod
+    def of(cls, config: EscalationConfig) -> Checking:
+        return cls(config.enabled, config.min_logprob, config.stream_mode == "buffer")
+
+
+@dataclass(frozen=True, slots=True)
 class AnswerCheck:
     """How to verify one request's answers before the client gets them."""
 
@@ -68,7 +81,7 @@ class AnswerCheck:
     added_logprobs: bool
 
     @classmethod
-    def for_request(cls, config: EscalationConfig, req: ModelRequest) -> AnswerCheck | None:
+    def for_request(cls, config: Checking, req: ModelRequest) -> AnswerCheck | None:
         if not config.enabled or req.operation != CHAT:   # only chat answers are checked
             return None
         structured = is_structured(req.body)
@@ -77,7 +90,7 @@ class AnswerCheck:
         min_lp = config.min_logprob if (not req.stream or structured) else None
         if not structured and min_lp is None:
             return None
-        return cls(req.body, min_lp, req.stream and config.stream_mode == "buffer",
+        return cls(req.body, min_lp, req.stream and config.buffer_streams,
                    min_lp is not None and not req.body.get("logprobs"))
 
     def judge(self, result: Completion | HeldStream) -> str | None:

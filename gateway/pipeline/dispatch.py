@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from backends.base import ChunkStream, Completion, UpstreamCall
-from core.config import ModelConfig
+from core.config import ModelFacts
 from core.errors import (
     GatewayError,
     ServiceUnavailable,
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("routegate.dispatch")
 
 
-def upstream_payload(req: ModelRequest, model: ModelConfig, check: AnswerCheck | None
+def upstream_payload(req: ModelRequest, model: ModelFacts, check: AnswerCheck | None
                      ) -> dict[str, Any]:
     """The client's body, untouched but for the model id, (on streams) usage,
     and logprobs when the answer's confidence is checked."""
@@ -91,7 +91,7 @@ async def call_with_fallback(
     request_id: str, attempts: Attempts, check: AnswerCheck | None = None, span: Span = NO_SPAN,
 ) -> Completion | ChunkStream:
     chain = (decision.model, *decision.fallbacks)
-    deadline = time.monotonic() + gw.config.escalation.deadline_s
+    deadline = time.monotonic() + gw.switches.deadline_s
     failed: GatewayError | None = None
     refused: tuple[int, Completion | ChunkStream] | None = None   # the latest refused answer
     for n, name in enumerate(chain, start=1):
@@ -109,7 +109,7 @@ async def call_with_fallback(
                 _note_failure(trial, exc)
                 attempt_span.end(exc.code or "error", failed=True)
                 attempts.tried.append(Attempt(model, exc.code or "error"))
-                if not exc.retryable or not gw.config.routing.fallback:
+                if not exc.retryable or not gw.switches.fallback:
                     raise
                 logger.warning("request %s: %s failed (%s), attempt %d of %d", request_id, name,
                                exc.code, n, len(chain))
@@ -136,7 +136,7 @@ async def call_with_fallback(
         code="models_unavailable", headers={"retry-after": "5"})
 
 
-def _upstream_call(gw: AppState, req: ModelRequest, model: ModelConfig,
+def _upstream_call(gw: AppState, req: ModelRequest, model: ModelFacts,
                    features: RequestFeatures, request_id: str, check: AnswerCheck | None,
                    span: Span) -> UpstreamCall:
     """What goes to ``model`` for this attempt: its body, its route, its stream's cap."""
@@ -151,7 +151,7 @@ def _upstream_call(gw: AppState, req: ModelRequest, model: ModelConfig,
                         prefill_tokens=features.prefill_tokens(model) if warm else None)
 
 
-async def _attempt(gw: AppState, req: ModelRequest, model: ModelConfig, call: UpstreamCall,
+async def _attempt(gw: AppState, req: ModelRequest, model: ModelFacts, call: UpstreamCall,
                    check: AnswerCheck | None, deadline: float, attempts: Attempts,
                    pool: str = "interactive") -> Completion | ChunkStream:
     # A slot on the model (scheduling/scheduler.py), held until the answer is read
@@ -169,7 +169,7 @@ async def _attempt(gw: AppState, req: ModelRequest, model: ModelConfig, call: Up
         # then is a second timer set (one per request costs throughput).
         call.deadline = deadline
         left = deadline - time.monotonic()
-        if check is None and (not req.stream or left >= model.timeouts.first_byte_s):
+        if check is None and (not req.stream or left >= model.first_byte_s):
             return await _call(gw, req, model, call, check, scheduler, ticket)
         async with asyncio.timeout(max(0.0, left)):
             return await _call(gw, req, model, call, check, scheduler, ticket)
@@ -181,7 +181,7 @@ async def _attempt(gw: AppState, req: ModelRequest, model: ModelConfig, call: Up
         raise
 
 
-async def _call(gw: AppState, req: ModelRequest, model: ModelConfig, call: UpstreamCall,
+async def _call(gw: AppState, req: ModelRequest, model: ModelFacts, call: UpstreamCall,
                 check: AnswerCheck | None, scheduler: PoolScheduler, ticket: Ticket
                 ) -> Completion | ChunkStream:
     backend = gw.backends[model.name]
@@ -208,7 +208,7 @@ def _judge(result: Completion | ChunkStream, check: AnswerCheck | None) -> str |
     return check.judge(result)
 
 
-def _discarded(model: ModelConfig, verdict: str, result: Completion | ChunkStream) -> Attempt:
+def _discarded(model: ModelFacts, verdict: str, result: Completion | ChunkStream) -> Attempt:
     """A refused answer, kept only for what it costs."""
     if isinstance(result, Completion):
         return Attempt(model, verdict, result.usage, result.data)

@@ -25,7 +25,7 @@ from gateway.pipeline.warm import Warm, prefix_chain
 
 if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel, PromptScore
-    from core.config import GatewayConfig, ModelConfig
+    from core.config import GatewayConfig, ModelFacts
 
 # Above this many body bytes the work moves off the event loop (~1 ms of tiktoken).
 LONG_PROMPT_BYTES = 16_000
@@ -50,7 +50,7 @@ class Scorer:
                  for m in config.models}
         return cls(model, terms)
 
-    def p_correct(self, score: PromptScore, model: ModelConfig) -> float:
+    def p_correct(self, score: PromptScore, model: ModelFacts) -> float:
         """P(correct) of ``model``; on a ladder with pair heads (``routegate learn``), the
         top model's P less the gains of the pairs down to it (``pair_heads.chained``)."""
         if score.pair_gains is not None and model.name in self.model.pair_ladder:
@@ -81,7 +81,7 @@ class RequestFeatures:
     def prompt_tokens(self, encoding: str) -> int:
         return self.token_counts[encoding]
 
-    def cached_tokens(self, model: ModelConfig) -> int:
+    def cached_tokens(self, model: ModelFacts) -> int:
         """The prompt tokens ``model``'s upstream probably holds cached (never the whole
         prompt: at least one token is read anew)."""
         warm = self.warm.get(model.name) if self.warm else None
@@ -89,7 +89,7 @@ class RequestFeatures:
             return 0
         return max(0, min(warm.tokens, self.prompt_tokens(model.tokenizer) - 1))
 
-    def prefill_tokens(self, model: ModelConfig) -> int:
+    def prefill_tokens(self, model: ModelFacts) -> int:
         """What ``model`` must prefill: the prompt less what it probably caches."""
         return self.prompt_tokens(model.tokenizer) - self.cached_tokens(model)
 

@@ -50,7 +50,7 @@ def learn_from(gw: AppState, o: Outcome, req: ModelRequest | None, attempts: Att
     request is answered and settled already."""
     try:
         answered = bill.served and o.status == 200
-        hand_over(gw.labels, o, req, attempts, feedback=caller.team.feedback and answered,
+        hand_over(gw.labels, o, req, attempts, feedback=caller.feedback and answered,
                   keep_text=gw.switches.log_prompts)
         answer = bill.answer if bill.answer is not None else (
             bill.streamed if bill.shadowed else None)

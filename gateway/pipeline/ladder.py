@@ -14,7 +14,7 @@ one rung up: reason ``low_confidence``.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from core.escalation_config import EscalationConfig
 from policies import Candidate, Decision
@@ -22,13 +22,31 @@ from policies import Candidate, Decision
 LOW_CONFIDENCE = "low_confidence"
 
 
-def rungs_above(chosen: str, candidates: list[Candidate], config: EscalationConfig
+@dataclass(frozen=True, slots=True)
+class Ladder:
+    """``escalation``'s ladder settings and ``routing.max_attempts``, read out of the
+    config once (the router climbs on every routed request)."""
+
+    order: tuple[str, ...] | None     # escalation.ladder
+    max_steps: int | None             # escalation.max_steps, when escalation is on
+    min_confidence: float | None      # escalation.min_confidence, when escalation is on
+    max_attempts: int
+
+    @classmethod
+    def of(cls, config: EscalationConfig, max_attempts: int) -> Ladder:
+        on = config.enabled
+        return cls(tuple(config.ladder) if config.ladder else None,
+                   config.max_steps if on else None,
+                   config.min_confidence if on else None, max_attempts)
+
+
+def rungs_above(chosen: str, candidates: list[Candidate], order: tuple[str, ...] | None
                 ) -> list[Candidate]:
     by_name = {c.name: c for c in candidates}
-    if config.ladder:
-        order = [by_name[n] for n in config.ladder if n in by_name]
-        names = [c.name for c in order]
-        return order[names.index(chosen) + 1:] if chosen in names else order
+    if order:
+        rungs = [by_name[n] for n in order if n in by_name]
+        names = [c.name for c in rungs]
+        return rungs[names.index(chosen) + 1:] if chosen in names else rungs
     floor = by_name[chosen].p_correct if chosen in by_name else 0.0
     above = [c for c in candidates if c.name != chosen and c.p_correct >= floor]
     return sorted(above, key=lambda c: (c.cost_usd, -c.p_correct))
@@ -36,10 +54,16 @@ def rungs_above(chosen: str, candidates: list[Candidate], config: EscalationConf
 
 def climb(decision: Decision, candidates: list[Candidate], config: EscalationConfig, *,
           max_attempts: int) -> Decision:
-    steps = rungs_above(decision.model, candidates, config)[: max(0, max_attempts - 1)]
-    steps = steps[: config.max_steps] if config.enabled else steps
-    unsure = (config.enabled and config.min_confidence is not None
-              and decision.confidence is not None and decision.confidence < config.min_confidence)
+    return climb_on(Ladder.of(config, max_attempts), decision, candidates)
+
+
+def climb_on(ladder: Ladder, decision: Decision, candidates: list[Candidate]) -> Decision:
+    steps = rungs_above(decision.model, candidates, ladder.order)
+    steps = steps[: max(0, ladder.max_attempts - 1)]
+    if ladder.max_steps is not None:
+        steps = steps[: ladder.max_steps]
+    floor = ladder.min_confidence
+    unsure = floor is not None and decision.confidence is not None and decision.confidence < floor
     if unsure and steps:
         first = steps[0]
         return replace(decision, model=first.name, reason=LOW_CONFIDENCE,

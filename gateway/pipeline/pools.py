@@ -21,10 +21,10 @@ POOL_HEADER = "x-routegate-pool"
 
 
 def request_pool(caller: Caller, headers: Mapping[str, str]) -> str:
-    allowed = caller.team.allowed_pools
+    allowed = caller.allowed_pools
     asked = headers.get(POOL_HEADER)
     if asked is None:
-        default = caller.key.default_pool or caller.team.default_pool
+        default = caller.default_pool
         if default is not None:
             return default
         return "interactive" if allowed is None or "interactive" in allowed else allowed[0]
@@ -32,6 +32,6 @@ def request_pool(caller: Caller, headers: Mapping[str, str]) -> str:
         raise InvalidRequest(f"{POOL_HEADER} must be one of {list(POOL_NAMES)}, got {asked!r}",
                              param=POOL_HEADER)
     if allowed is not None and asked not in allowed:
-        raise PermissionDenied(f"Team {caller.team.name!r} may not use the {asked} pool.",
+        raise PermissionDenied(f"Team {caller.team_name!r} may not use the {asked} pool.",
                                param=POOL_HEADER, code="pool_not_allowed")
     return asked

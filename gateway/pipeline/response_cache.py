@@ -69,7 +69,7 @@ class Plan:
 
 
 def plan_for(caller: Caller, req: ModelRequest, headers: Mapping[str, str]) -> Plan | None:
-    config = caller.team.response_cache
+    config = caller.response_cache
     if config is None or req.operation != CHAT:
         return None
     body = req.body

@@ -13,13 +13,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from backends.base import Backend
-from core.config import GatewayConfig, ModelConfig
+from core.config import GatewayConfig, ModelConfig, ModelFacts
 from core.errors import InvalidRequest, ModelNotFound
 from core.types import LiveStats
 from gateway.auth import Caller
 from gateway.money.pricing import cost_usd, pool_rate
 from gateway.pipeline.features import DEFAULT_EXPECTED_OUTPUT, RequestFeatures, Scorer
-from gateway.pipeline.ladder import climb
+from gateway.pipeline.ladder import Ladder, climb_on
 from gateway.pipeline.request import CHAT, EMBEDDING, ModelRequest
 from policies import Candidate, Decision, Policy, RouteContext, get_policy
 from policies.slo import AT_RISK, SLO
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 DEFAULT_TPOT_S = 0.03
 
 
-def predicted_timing(model: ModelConfig, stats: LiveStats, prompt_tokens: int
+def predicted_timing(model: ModelFacts, stats: LiveStats, prompt_tokens: int
                      ) -> tuple[float, float]:
     """(TTFT, TPOT) this request would see on ``model`` now.
 
@@ -48,11 +48,10 @@ def predicted_timing(model: ModelConfig, stats: LiveStats, prompt_tokens: int
             stats.predicted_tpot_s(base_tpot))
 
 
-def allowed(model: ModelConfig, caller: Caller, pool: str) -> bool:
-    team = caller.team
-    if team.allowed_models is not None and model.name not in team.allowed_models:
+def allowed(model: ModelConfig | ModelFacts, caller: Caller, pool: str) -> bool:
+    if caller.allowed_models is not None and model.name not in caller.allowed_models:
         return False
-    if team.allowed_pools is not None and pool not in team.allowed_pools:
+    if caller.allowed_pools is not None and pool not in caller.allowed_pools:
         return False
     return pool in model.pools
 
@@ -75,12 +74,14 @@ class Router:
         self.auto_policy: Policy = get_policy(config.routing.auto_policy, config)
         self.encodings = {m.tokenizer for m in config.models}
         # Names and aliases, looked up per request; auto routes among the chat models.
-        self._models = {n: m for m in config.models for n in (m.name, *m.aliases)}
-        self._routable = [m for m in config.models if m.kind == "chat"]
+        facts = {m.name: ModelFacts.of(m) for m in config.models}
+        self._models = {n: facts[m.name] for m in config.models for n in (m.name, *m.aliases)}
+        self._routable = [facts[m.name] for m in config.models if m.kind == "chat"]
         # Named models with replicas to choose among by warm prefix (warm_matters).
         self._replicated = {n for m in config.models for n in (m.name, *m.aliases)
                             if len(m.base_urls) > 1}
         self._cache_aware = config.routing.cache_aware      # read per request
+        self._ladder = Ladder.of(config.escalation, config.routing.max_attempts)
         self.slo = SLO.from_config(config)
         self._default = Scorer.of(classifier, config) if classifier is not None else None
         self._scorers = {path: Scorer.of(m, config) for path, m in (team_classifiers or {}).items()}
@@ -94,7 +95,7 @@ class Router:
         """The team's classifier (``teams[].classifier``, else ``routing.classifier``),
         only when it changes something: a routed request, or a simulated model
         whose correctness draw uses the prediction."""
-        path = caller.team.classifier
+        path = caller.classifier
         scorer = self._scorers.get(path, self._default) if path else self._default
         if scorer is None or req.operation == EMBEDDING:
             return None
@@ -111,14 +112,14 @@ class Router:
             return False
         return req.routed or req.model in self._replicated
 
-    def predicted_quality(self, model: ModelConfig, features: RequestFeatures) -> float:
+    def predicted_quality(self, model: ModelFacts, features: RequestFeatures) -> float:
         """P(correct) of ``model`` on this prompt: the one place it is computed.
         Without a score (classifier off, or not needed) it is the model's ability."""
         if features.score is None or features.scorer is None:
             return model.ability
         return features.scorer.p_correct(features.score, model)
 
-    def _candidate(self, model: ModelConfig, features: RequestFeatures, rate: float
+    def _candidate(self, model: ModelFacts, features: RequestFeatures, rate: float
                    ) -> Candidate:
         """``model``'s predictions for this request. What its upstream probably still caches
         of this conversation (``features.warm``: the turns it served) costs the cached
@@ -133,7 +134,7 @@ class Router:
         return Candidate(model, stats, quality, cost_usd(model, prompt, out, rate, cached), ttft,
                          tpot, ttft + tpot * out)
 
-    def _fits(self, model: ModelConfig, req: ModelRequest, features: RequestFeatures) -> bool:
+    def _fits(self, model: ModelFacts, req: ModelRequest, features: RequestFeatures) -> bool:
         out = req.max_tokens or 1
         if req.max_tokens and req.max_tokens > model.max_output_tokens:
             return False
@@ -183,7 +184,7 @@ class Router:
                                      f"supports more than {largest}.", param="max_tokens")
             raise InvalidRequest("The prompt plus max_tokens fits no model's context window.",
                                  param="messages", code="context_length_exceeded")
-        quality = req.quality if req.quality is not None else caller.team.quality
+        quality = req.quality if req.quality is not None else caller.quality
         ctx = RouteContext(
             prompt_tokens=max(features.token_counts.values()),
             expected_output_tokens=features.expected_output_tokens, pool=pool,
@@ -196,8 +197,7 @@ class Router:
         decision = replace(self.auto_policy.choose(ctx, healthy), pool=pool)
         if decision.confidence is None and ctx.confidence is not None:
             decision = replace(decision, confidence=round(ctx.confidence, 4))
-        decision = climb(decision, healthy, self.config.escalation,
-                         max_attempts=self.config.routing.max_attempts)
+        decision = climb_on(self._ladder, decision, healthy)
         if decision.slo is None:
             # Whatever the policy weighed, the client hears when its first
             # model is predicted to miss the pool's SLO.

@@ -27,7 +27,7 @@ import orjson
 from backends.base import ChunkStream, Completion
 from backends.sse import SSEEvent
 from budget.nanousd import usd
-from core.config import ModelConfig
+from core.config import ModelFacts
 from core.errors import GatewayError, InvalidRequest
 from gateway.auth import Caller
 from gateway.ids import client_request_id, issued_s, new_request_id
@@ -100,13 +100,13 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         o.team, o.key = caller.team_name, caller.key_id
         o.pool = pool or request_pool(caller, headers)
         req = await _read(gw, door, o, span, headers, read_body, caller, own)
-        plan = None if own or caller.team.response_cache is None else plan_for(caller, req,
+        plan = None if own or caller.response_cache is None else plan_for(caller, req,
                                                                                 headers)
         if plan is not None and await answer_from_cache(gw, door, out, o, caller, req, plan):
             return o            # a hit: the finally still reports it
         work = _serve(gw, door, out, o, caller, req, attempts, bill, span,
                       stable=request_id is not None, own=own, keep=plan is not None)
-        await (work if own or not caller.team.feedback else _tracked(gw, o, work))
+        await (work if own or not caller.feedback else _tracked(gw, o, work))
     except ClientGone:
         o.status, o.error_code = 499, "client_closed_request"
     except asyncio.CancelledError:   # a shutdown past its grace, a shadow at close
@@ -248,7 +248,7 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
     bill.demand.team = caller.team_name
     bill.ceilings = ladder_ceilings(gw.tariff, gw.models, (decision.model, *decision.fallbacks),
                                     features.demand, bill.rate)
-    check = AnswerCheck.for_request(gw.config.escalation, req)
+    check = AnswerCheck.for_request(gw.switches.checking, req)
     stage = span.child("reserve")
     payer = Payer(caller.team_name, caller.team_limits, caller.key_id, caller.key_limits)
     bill.reservation = await reserve_budget(
@@ -295,7 +295,7 @@ async def _answer(gw: AppState, door: Door, out: Responder, o: Outcome, caller: 
 
 
 async def _relay(door: Door, out: Responder, o: Outcome, req: ModelRequest,
-                 result: ChunkStream, bill: Bill, features: RequestFeatures, model: ModelConfig,
+                 result: ChunkStream, bill: Bill, features: RequestFeatures, model: ModelFacts,
                  headers: dict[str, str], keep: list[SSEEvent] | None = None) -> None:
     bill.relay = relay = StreamRelay(result, include_usage=req.include_usage,
                         max_events=features.demand.stream_event_cap(model),

@@ -93,9 +93,9 @@ class Shadows:
                       ) -> list[SSEEvent] | None:
         """For a stream about to be relayed from ``model``: a list for the relay
         to keep its events in, when it is the one to shadow; else None."""
-        shadow = caller.team.shadow
+        shadow = caller.shadow
         if (shadow is None or not req.stream or not _eligible(req, shadow, model)
-                or not self._take(caller.team.name, shadow.rate)):
+                or not self._take(caller.team_name, shadow.rate)):
             return None
         return []
 
@@ -109,11 +109,11 @@ class Shadows:
               answer: Any) -> None:
         """After the answer: a stream comes with an ``answer`` only when it was
         sampled (``sample_stream``); a JSON answer is sampled here."""
-        shadow = caller.team.shadow
+        shadow = caller.shadow
         if (shadow is None or req is None or o.status != 200
                 or not _eligible(req, shadow, o.model)):
             return
-        team, model = caller.team.name, self.gw.models.get(shadow.model)
+        team, model = caller.team_name, self.gw.models.get(shadow.model)
         if model is None:        # checked at start-up; a reload cannot add models
             return
         self._allowance[team] = self._allowance.get(team, 0.0) + shadow.rate * cost_usd(

@@ -20,7 +20,7 @@ from backends.sse import SSEEvent
 from classifiers.images import ANTHROPIC, OPENAI_MAX, image_tokens
 from classifiers.length import counter_for
 from classifiers.prompt import structured_tokens, tools_text
-from core.config import ModelConfig, Price
+from core.config import ModelConfig, ModelFacts, Price
 from core.errors import InvalidRequest
 from core.types import Usage
 from gateway.pipeline.dispatch import upstream_payload
@@ -77,12 +77,12 @@ def test_one_output_cap_goes_upstream_and_the_larger_is_reserved() -> None:
     req = chat_request(dict(body), {})
     assert req.max_tokens == 1000                   # reserved and billed by the larger
     plain = ModelConfig(name="m", price=Price(input_per_mtok=1, output_per_mtok=1))
-    sent = upstream_payload(req, plain, None)
+    sent = upstream_payload(req, ModelFacts.of(plain), None)
     assert sent["max_completion_tokens"] == 5 and "max_tokens" not in sent
     reasoning = plain.model_copy(update={"output_tokens_param": "max_completion_tokens"})
     only_plain = chat_request({**body, "max_completion_tokens": None}, {})
     only_plain.body.pop("max_completion_tokens")
-    sent = upstream_payload(only_plain, reasoning, None)
+    sent = upstream_payload(only_plain, ModelFacts.of(reasoning), None)
     assert sent["max_completion_tokens"] == 1000 and "max_tokens" not in sent
 
 
@@ -143,5 +143,5 @@ def test_a_reasoning_model_is_sent_max_completion_tokens_from_any_door(wire: str
     assert model.output_cap_param == param
     req = chat_request({"model": "m", "messages": [{"role": "user", "content": "hi"}],
                         "max_tokens": 64}, {})
-    sent = upstream_payload(req, model, None)
+    sent = upstream_payload(req, ModelFacts.of(model), None)
     assert sent[param or "max_tokens"] == 64 and len({"max_tokens", "max_completion_tokens"} & set(sent)) == 1

@@ -13,13 +13,14 @@ from collections.abc import AsyncIterator
 
 from backends.sse import SSEEvent
 from classifiers.length import counter_for
-from core.config import GatewayConfig, ModelConfig, Price
+from core.config import GatewayConfig, ModelConfig, ModelFacts, Price
 from core.types import Usage
 from gateway.money.ceiling import Demand, Tariff
 from gateway.money.settle import Bill
 from gateway.pipeline.relay import StreamRelay
 
-MODEL = ModelConfig(name="m", price=Price(input_per_mtok=1, output_per_mtok=2))
+CONFIG = ModelConfig(name="m", price=Price(input_per_mtok=1, output_per_mtok=2))
+MODEL = ModelFacts.of(CONFIG)
 PIECES = ["The quick brown fox ", "jumps over the lazy dog, ", "and then it runs ",
           "far away into the forest."]
 
@@ -40,7 +41,7 @@ class Upstream:
         return None
 
 
-TARIFF = Tariff(GatewayConfig(models=[MODEL]))
+TARIFF = Tariff(GatewayConfig(models=[CONFIG]))
 DEMAND = Demand({"o200k_base": 12}, 1, 100)
 
 

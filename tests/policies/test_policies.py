@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from core.config import GatewayConfig, parse_config
+from core.config import GatewayConfig, ModelFacts, parse_config
 from core.escalation_config import EscalationConfig
 from core.types import LiveStats
 from gateway.pipeline.ladder import climb
@@ -32,7 +32,8 @@ def candidates(cfg: GatewayConfig, logit: float = 0.0, **ttft: float) -> list[Ca
     for m in cfg.models:
         t = ttft.get(m.name, 0.1)
         cost = m.price.input_per_mtok * 1e-4
-        out.append(Candidate(m, LiveStats(), p_correct(m.ability, logit), cost, t, 0.01, t + 1.0))
+        out.append(Candidate(ModelFacts.of(m), LiveStats(), p_correct(m.ability, logit), cost, t,
+                             0.01, t + 1.0))
     return out
 
 

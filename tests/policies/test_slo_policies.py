@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from core.config import GatewayConfig, parse_config
+from core.config import GatewayConfig, ModelFacts, parse_config
 from core.types import LEARNED_STALE_S, LiveStats
 from policies import POLICIES, Candidate, RouteContext, get_policy
 from policies.slo import AT_RISK, queued_ttft_s
@@ -23,7 +23,7 @@ def config() -> GatewayConfig:
 
 
 def cands(cfg: GatewayConfig, **ttft: float) -> list[Candidate]:
-    return [Candidate(m, LiveStats(), m.ability, m.price.input_per_mtok * 1e-4,
+    return [Candidate(ModelFacts.of(m), LiveStats(), m.ability, m.price.input_per_mtok * 1e-4,
                       ttft.get(m.name, 0.1), 0.02, ttft.get(m.name, 0.1) + 2.0)
             for m in cfg.models]
 
