@@ -180,8 +180,9 @@ class AppState:
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        # Each model as the request path reads it (core.model_config.ModelFacts).
-        self.models: dict[str, ModelFacts] = {m.name: ModelFacts.of(m) for m in self.config.models}
+        # Each model as the request path reads it (core.model_config.ModelFacts): the
+        # router's, so that one object stands for one model.
+        self.models: dict[str, ModelFacts] = self.router.facts
         self.switches = Switches.of(self.config)
         # What a request may cost per model: prices, output caps, learned prompt counts.
         self.tariff = Tariff(self.config)

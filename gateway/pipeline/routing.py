@@ -74,9 +74,11 @@ class Router:
         self.auto_policy: Policy = get_policy(config.routing.auto_policy, config)
         self.encodings = {m.tokenizer for m in config.models}
         # Names and aliases, looked up per request; auto routes among the chat models.
-        facts = {m.name: ModelFacts.of(m) for m in config.models}
-        self._models = {n: facts[m.name] for m in config.models for n in (m.name, *m.aliases)}
-        self._routable = [facts[m.name] for m in config.models if m.kind == "chat"]
+        # Each model as the request path reads it (core.model_config.ModelFacts), by name.
+        self.facts = {m.name: ModelFacts.of(m) for m in config.models}
+        self._models = {n: self.facts[m.name] for m in config.models
+                        for n in (m.name, *m.aliases)}
+        self._routable = [self.facts[m.name] for m in config.models if m.kind == "chat"]
         # Named models with replicas to choose among by warm prefix (warm_matters).
         self._replicated = {n for m in config.models for n in (m.name, *m.aliases)
                             if len(m.base_urls) > 1}

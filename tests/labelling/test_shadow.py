@@ -343,7 +343,8 @@ def test_one_team_takes_at_most_its_share_of_the_shadow_slots() -> None:
 
         def caller(team: str) -> SimpleNamespace:
             cfg = SimpleNamespace(rate=0.5, model="large", judge="j")
-            return SimpleNamespace(team=SimpleNamespace(name=team, shadow=cfg))
+            return SimpleNamespace(team=SimpleNamespace(name=team, shadow=cfg),
+                                   team_name=team, shadow=cfg)
 
         req = SimpleNamespace(routed=True, operation=mod.CHAT, stream=False, max_tokens=None,
                               body={}, messages=[])
