@@ -188,6 +188,14 @@ class LiveStats:
         """Whether the learned TPOT and prefill rate are recent enough to count."""
         return now - self.learned_at <= LEARNED_STALE_S
 
+    def learned_prefill(self) -> float | None:
+        """The learned prefill rate (tokens/s) while it counts, else None: what the
+        router's predictions and the scheduler's admission both read."""
+        rate = self.prefill_tokens_per_s
+        if rate is None or not self.learned(time.monotonic()):
+            return None
+        return rate
+
     def observe_failure(self) -> None:
         self.last_failure = time.monotonic()
 
@@ -325,7 +333,7 @@ class LiveStats:
         """Queue wait + (backlog ahead, fleet-wide + this prompt) / the learned
         prefill rate."""
         now = time.monotonic()
-        rate = (self.prefill_tokens_per_s if self.learned(now) else None) or default_prefill
+        rate = self.learned_prefill() or default_prefill
         prefill = (self.fleet_backlog(rate, now) + prompt_tokens) / rate
         ahead = 0 if self.lifo else self.queued
         wait = self.queue_wait_s(ahead, fallback_slot_s)

@@ -158,10 +158,10 @@ class PoolScheduler:
         return self.shared is not None and self.replicas > 1 and self._rate_known()
 
     def _rate_known(self) -> bool:
-        return self.rate_known or self.stats.prefill_tokens_per_s is not None
+        return self.rate_known or self.stats.learned_prefill() is not None
 
     def _rate(self) -> float:
-        return self.stats.prefill_tokens_per_s or self.default_prefill
+        return self.stats.learned_prefill() or self.default_prefill
 
     async def _take_shared(self, prompt_tokens: int) -> float | None:
         assert self.shared is not None

@@ -171,6 +171,20 @@ def test_a_model_unused_for_a_while_is_judged_by_its_defaults_again(
     assert stats.prefill_tokens_per_s is None          # relearned from the next answer
 
 
+def test_the_scheduler_and_the_router_forget_a_stale_prefill_rate_alike(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scheduler's admission reads the same learned rate as the router's
+    prediction: a stale one would refuse what the router sends it (slo_unreachable),
+    and the model would never answer again to relearn it."""
+    clock = [1000.0]
+    monkeypatch.setattr("core.types.time.monotonic", lambda: clock[0])
+    stats = LiveStats()
+    stats.observe_prefill(100, 1.0)
+    assert stats.learned_prefill() == pytest.approx(100.0)
+    clock[0] += LEARNED_STALE_S + 1
+    assert stats.learned_prefill() is None
+
+
 def test_windowed_p95_and_error_rate() -> None:
     stats = LiveStats()
     for i in range(100):

@@ -99,7 +99,8 @@ def test_replicas_see_each_others_load_through_the_heartbeat() -> None:
             await share_b.beat()
             await share_a.beat()
             assert a.stats.peer_at == 0 or a.stats.peer_admitted == 0   # b runs nothing yet
-            b.stats.prefill_tokens_per_s = 5000.0          # a learned prefill rate
+            b.stats.prefill_tokens_per_s = 5000.0          # a learned prefill rate,
+            b.stats.learned_at = time.monotonic()          # learned just now
             tickets = [await b.acquire("interactive", 2000, timeout=1) for _ in range(3)]
             assert b.stats.backlog_tokens == pytest.approx(6000, abs=50)
             await share_b.beat()            # b reports 3 admitted, ~6000 tokens to prefill

@@ -29,7 +29,7 @@ def replica(client: aioredis.Redis | None, prefix: str) -> PoolScheduler:
     model = ModelConfig(name="m", price=Price(input_per_mtok=1, output_per_mtok=1),
                         scheduler={"max_concurrency": 8, "refuse_late": True})  # type: ignore[arg-type]
     s = PoolScheduler(model, LiveStats(), slo_ttft_s=0.45)
-    s.stats.prefill_tokens_per_s = RATE
+    s.stats.prefill_tokens_per_s, s.stats.learned_at = RATE, time.monotonic()   # just learned
     s.share(2)                      # two replicas front the model
     if client is not None:
         s.shared = SharedBacklog(client, prefix, "m")
