@@ -146,6 +146,18 @@ async def open_redis(url: str | None, data_dir: Path) -> RedisHandle:
     return RedisHandle(_single(plain), scripts=PipelinedRedis(plain), url=plain)
 
 
+def subscriber(url: str) -> Redis:
+    """A client of its own for one subscription (``url``: ``RedisHandle.url``). A pub/sub
+    connection is held for as long as it listens and waits on it past a command's
+    timeout, so it comes from no shared pool; a ping every ``SUBSCRIBER_PING_S`` finds a
+    server that went away in silence. In a cluster, a PUBLISH reaches every node, so the
+    node the url names serves."""
+    return Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT_S,
+                          health_check_interval=SUBSCRIBER_PING_S)
+
+
+SUBSCRIBER_PING_S = 10
+
 # A synchronous client moves whole blob chunks (a MiB), from worker threads.
 SYNC_SOCKET_TIMEOUT_S = 10.0
 

@@ -18,6 +18,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from backends.load_signals import start_pollers
 from budget import BudgetStore, RedisHandle, open_redis
 from budget.eviction import eviction_risk
 from budget.keys import KeySpace
+from budget.redis_client import subscriber
 from classifiers.complexity import ComplexityModel
 from classifiers.length import counter_for
 from core.config import GatewayConfig, ModelFacts
@@ -253,7 +255,9 @@ class AppState:
             self.spawn(poller)
         if config.routing.cache_aware and config.teams:
             tags = KeySpace(prefix, config.budget.timezone)
-            self.spawn(self.warm.run(redis.client, tags.tag, [t.name for t in config.teams]))
+            self.spawn(self.warm.run(redis.client, tags.tag, [t.name for t in config.teams],
+                                     f"{prefix}:warm", partial(subscriber, redis.url),
+                                     self.replica_id))
         # Breakers and upstream rests are the fleet's, not each process's.
         if config.breaker.shared:
             self.spawn(FleetHealth(redis.client, prefix, self.replica_id, self.breakers).run())

@@ -1,10 +1,11 @@
 """Two gateway replicas, one Redis: how soon one finds a warm prefix the other served.
 
-    python -m loadtest.warm_sync                          # about 40 s
+    python -m loadtest.warm_sync                          # about 20 s
     python -m loadtest.warm_sync --sessions 24 --delays 0,0.5,1,2
 
-Each replica shares what it served through Redis off the request path, every
-``SYNC_S`` (``gateway/pipeline/warm.py``). This measures it end to end: two
+Each replica shares what it served through Redis off the request path: it
+publishes it at most ``PUSH_EVERY_S`` after the answer, and polls for what it
+missed every ``POLL_S`` (``gateway/pipeline/warm.py``). This measures it end to end: two
 ``routegate serve`` processes with the same config and Redis, in front of two
 standalone simulators, one per model, each with its own prefix cache:
 
@@ -40,7 +41,7 @@ import httpx
 
 from loadtest.servers import TEST_KEY, Gateway, hashed, run_gateway, run_simulator
 
-DELAYS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+DELAYS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 WORDS = ("cache", "prefix", "replica", "token", "agent", "session", "router", "budget",
          "latency", "model", "prompt", "answer", "tool", "result", "schema", "stream")
 
@@ -105,7 +106,7 @@ async def session(client: httpx.AsyncClient, first: Gateway, second: Gateway, de
     """One session's two turns: the first on ``first`` (only warm-a meets its target),
     the second on ``second`` ``delay`` seconds after the first one's answer came back.
     Sessions start at random within a second, so that their turns fall at every
-    phase of the replicas' syncs."""
+    phase of the replicas' pushes."""
     await asyncio.sleep(rng.uniform(0, 1))
     messages = [{"role": "system", "content": system_prompt(rng)},
                 {"role": "user", "content": "Summarise the words above in one line."}]

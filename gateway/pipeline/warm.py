@@ -18,14 +18,24 @@ remembered with the model and replica that served it and its prompt tokens.
 
 The record is kept in this replica's memory (bounded, least recently used
 first out, ``ttl_s`` near the upstream's cache lifetime) and shared through
-Redis off the request path: ``run`` writes what this replica served and reads
-what the others did, every ``SYNC_S``, in one pipelined round trip, so a
-session whose turns land on different gateway replicas still finds its warm
-model. The request path itself makes no Redis call for it.
+Redis off the request path, so that a session whose turns land on different
+gateway replicas still finds its warm model:
+
+- **pushed**: what a replica served is written and PUBLISHed at most
+  ``PUSH_EVERY_S`` after the answer (one round trip for all its teams), and
+  every replica's subscription takes it in as it arrives: an agent's next
+  turn, sent as soon as its tool has run, finds it on any replica;
+- **polled**: every ``POLL_S`` each replica reads what was written since its
+  last read, for what a subscription missed (pub/sub delivers at most once: a
+  reconnect, a replica started later, a lost message), and trims the record.
+
+The request path itself makes no Redis call for it (``remember`` only sets an
+event).
 
 Redis, per team (T = the budget's hash tag): ``T:warm`` HASH hash -> "model|replica|
 tokens|at" and ``T:warm:at`` ZSET hash -> at (s), trimmed to ``ttl_s`` and
-``MAX_PER_TEAM`` entries.
+``MAX_PER_TEAM`` entries. The channel ``<key_prefix>:warm`` carries
+``{"from": replica id, "entries": [[team, hash hex, model, replica, tokens, at], ...]}``.
 """
 
 from __future__ import annotations
@@ -44,12 +54,15 @@ log = logging.getLogger("routegate.warm")
 
 MAX_LOCAL = 100_000        # prefixes this replica remembers, all teams
 MAX_PER_TEAM = 20_000      # prefixes Redis keeps per team
-SYNC_S = 0.5
-# An entry reaches Redis up to a sync after it was served, stamped with when it was
-# served (and replicas' clocks differ a little): a read that began after the newest entry
-# it had seen would miss another replica's older ones written since. So each read goes
-# back this far before that; what it already knows is skipped.
-READ_OVERLAP_S = 4 * SYNC_S
+PUSH_EVERY_S = 0.05        # at most one write-and-publish per this: a busy replica's batch
+POLL_S = 2.0               # the catch-up read and the trim
+# An entry is stamped with when it was served and reaches Redis a push later (replicas'
+# clocks differ a little too): a read that began after the newest entry it had seen would
+# miss another replica's older ones written since. So each read goes back this far before
+# that; what it already knows is skipped.
+READ_OVERLAP_S = 2.0
+MAX_MESSAGE_BYTES = 8 << 20   # a published batch past this is not read (its poll catches up)
+RETRY_S = 1.0              # a lost subscription is taken up again after this
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +95,8 @@ class WarmPrefixes:
         self._known: OrderedDict[tuple[str, bytes], Warm] = OrderedDict()
         self._pending: dict[str, dict[bytes, Warm]] = {}    # team -> to write to Redis
         self._seen_at: dict[str, float] = {}                 # team -> newest read from Redis
+        self._written: set[str] = set()                      # teams to trim at the next poll
+        self._wake = asyncio.Event()                         # something is pending
 
     def find(self, team: str, chain: list[bytes]) -> Warm | None:
         """The longest prefix of ``chain`` served within ``ttl_s``, if any."""
@@ -110,6 +125,7 @@ class WarmPrefixes:
         """``last``: the served request's whole prompt (its chain's last hash)."""
         self._put(team, last, warm)
         self._pending.setdefault(team, {})[last] = warm
+        self._wake.set()
 
     def _put(self, team: str, h: bytes, warm: Warm) -> None:
         key = (team, h)
@@ -118,25 +134,106 @@ class WarmPrefixes:
         while len(self._known) > self.max_local:
             self._known.popitem(last=False)
 
-    async def run(self, redis: Any, tag_of: Any, teams: list[str]) -> None:
-        """Background task: share the record through Redis (``tag_of(team)``: its hash tag)."""
+    async def run(self, redis: Any, tag_of: Any, teams: list[str], channel: str,
+                  subscriber: Any, origin: str) -> None:
+        """Background task: share the record through Redis (``tag_of(team)``: its hash tag;
+        ``subscriber()``: a client of its own for the subscription; ``origin``: this
+        replica's id, whose own messages it skips)."""
+        await asyncio.gather(self._push(redis, tag_of, channel, origin),
+                             self._listen(subscriber, channel, frozenset(teams), origin),
+                             self._poll(redis, tag_of, teams))
+
+    async def _push(self, redis: Any, tag_of: Any, channel: str, origin: str) -> None:
         while True:
-            await asyncio.sleep(SYNC_S)
+            await self._wake.wait()
+            self._wake.clear()
             try:
-                await self.sync(redis, tag_of, teams)
+                await self.write(redis, tag_of, channel, origin)
             except Exception as exc:      # Redis away: the local record goes on alone
-                log.debug("warm prefixes: sync failed (%r)", exc)
+                log.debug("warm prefixes: write failed (%r)", exc)
+            await asyncio.sleep(PUSH_EVERY_S)
+
+    async def _listen(self, subscriber: Any, channel: str, teams: frozenset[str],
+                      origin: str) -> None:
+        while True:
+            try:
+                client = subscriber()
+                try:
+                    async with client.pubsub(ignore_subscribe_messages=True) as pubsub:
+                        await pubsub.subscribe(channel)
+                        while True:
+                            message = await pubsub.get_message(timeout=RETRY_S)
+                            if message is not None:
+                                self.take(message.get("data"), teams, origin)
+                finally:
+                    await client.aclose()
+            except Exception as exc:      # the poll catches up meanwhile
+                log.debug("warm prefixes: subscription lost (%r)", exc)
+            await asyncio.sleep(RETRY_S)
+
+    async def _poll(self, redis: Any, tag_of: Any, teams: list[str]) -> None:
+        while True:
+            await asyncio.sleep(POLL_S)
+            try:
+                await self.read(redis, tag_of, teams)
+                await self.trim(redis, tag_of)
+            except Exception as exc:
+                log.debug("warm prefixes: poll failed (%r)", exc)
 
     async def sync(self, redis: Any, tag_of: Any, teams: list[str]) -> None:
-        """Write what this replica served since the last sync; read what others did."""
+        """Write what this replica served, read what others did, trim: a push and a poll."""
+        await self.write(redis, tag_of)
+        await self.read(redis, tag_of, teams)
+        await self.trim(redis, tag_of)
+
+    async def write(self, redis: Any, tag_of: Any, channel: str | None = None,
+                    origin: str = "") -> None:
+        """Write what this replica served since the last write, and publish it."""
         pending, self._pending = self._pending, {}
-        now = time.time()
+        if not pending:
+            return
         async with redis.pipeline(transaction=False) as pipe:
             for team, entries in pending.items():
                 tag = tag_of(team)
                 pipe.hset(f"{tag}:warm", mapping={
                     h: f"{w.model}|{w.replica}|{w.tokens}|{w.at}" for h, w in entries.items()})
                 pipe.zadd(f"{tag}:warm:at", {h: w.at for h, w in entries.items()})
+                for key in (f"{tag}:warm", f"{tag}:warm:at"):
+                    pipe.expire(key, int(self.ttl_s) + 60)
+            await pipe.execute()
+        self._written.update(pending)
+        if channel is not None:         # not in the pipeline: a cluster's refuses PUBLISH
+            await redis.publish(channel, orjson.dumps({"from": origin, "entries": [
+                (team, h.hex(), w.model, w.replica, w.tokens, w.at)
+                for team, entries in pending.items() for h, w in entries.items()]}))
+
+    def take(self, data: Any, teams: frozenset[str], origin: str) -> int:
+        """Take in another replica's published entries; how many were new."""
+        if not isinstance(data, bytes | str) or len(data) > MAX_MESSAGE_BYTES:
+            return 0
+        try:
+            message = orjson.loads(data)
+            entries = message["entries"] if message["from"] != origin else []
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return 0
+        cutoff, new = time.time() - self.ttl_s, 0
+        for entry in entries if isinstance(entries, list) else ():
+            try:
+                team, h, model, replica, tokens, at = entry
+                warm = Warm(str(model), int(replica), int(tokens), float(at))
+                key = bytes.fromhex(h)
+            except (TypeError, ValueError):
+                continue
+            if (isinstance(team, str) and team in teams and warm.at >= cutoff
+                    and not self._knows(team, key, warm.at)):
+                self._put(team, key, warm)
+                new += 1
+        return new
+
+    async def read(self, redis: Any, tag_of: Any, teams: list[str]) -> None:
+        """Read what was written since the last read (less ``READ_OVERLAP_S``)."""
+        now = time.time()
+        async with redis.pipeline(transaction=False) as pipe:
             for team in teams:
                 tag = tag_of(team)
                 since = max(self._seen_at.get(team, 0.0) - READ_OVERLAP_S, now - self.ttl_s)
@@ -145,9 +242,7 @@ class WarmPrefixes:
                 pipe.zrevrangebyscore(f"{tag}:warm:at", "+inf", f"({since}", start=0,
                                       num=MAX_PER_TEAM, withscores=True)
             replies = await pipe.execute()
-        await self._take(redis, tag_of, teams, replies[len(replies) - len(teams):], now)
-        if pending:
-            await self._trim(redis, tag_of, list(pending), now)
+        await self._take(redis, tag_of, teams, replies, now)
 
     async def _take(self, redis: Any, tag_of: Any, teams: list[str], fresh: list[Any],
                     now: float) -> None:
@@ -176,8 +271,13 @@ class WarmPrefixes:
         known = self._known.get((team, key))
         return known is not None and known.at >= at
 
-    async def _trim(self, redis: Any, tag_of: Any, teams: list[str], now: float) -> None:
-        """Keep each team's record within ``ttl_s`` and ``MAX_PER_TEAM`` entries."""
+    async def trim(self, redis: Any, tag_of: Any) -> None:
+        """Keep the record of each team written since the last trim within ``ttl_s`` and
+        ``MAX_PER_TEAM`` entries."""
+        teams, self._written = list(self._written), set()
+        if not teams:
+            return
+        now = time.time()
         async with redis.pipeline(transaction=False) as pipe:
             for team in teams:
                 tag = tag_of(team)
@@ -191,8 +291,6 @@ class WarmPrefixes:
                 if gone:
                     pipe.zrem(f"{tag}:warm:at", *gone)
                     pipe.hdel(f"{tag}:warm", *gone)
-                for key in (f"{tag}:warm", f"{tag}:warm:at"):
-                    pipe.expire(key, int(self.ttl_s) + 60)
             await pipe.execute()
 
 

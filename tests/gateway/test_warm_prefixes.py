@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import httpx
+import orjson
 import pytest
 import redis.asyncio as aioredis
 
@@ -129,19 +130,77 @@ def test_a_read_past_its_bound_keeps_the_newest_entries(
 
 def test_a_second_gateway_process_finds_the_warm_prefix_the_first_served() -> None:
     """End to end: two ``routegate serve`` processes on one Redis. Each session's first
-    turn is served by replica A on ``warm-a``; its second turn, two seconds later, goes
-    to replica B, which unaware of A's turn would send it to the cheaper ``warm-b``
-    (``python -m loadtest.warm_sync`` shows it doing so at a delay of 0). B keeps it
-    on ``warm-a``, whose simulator, counting for itself, reads the prompt from cache."""
+    turn is served by replica A on ``warm-a``; its second turn, a quarter of a second
+    later (an agent's tool ran), goes to replica B, which unaware of A's turn would send
+    it to the cheaper ``warm-b`` (the code that only polled Redis every 0.5 s did so
+    for every session up to 0.3 s). B keeps it on ``warm-a``, whose simulator,
+    counting for itself, reads the prompt from cache."""
     async def sessions(a: Gateway, b: Gateway) -> dict:
         async with httpx.AsyncClient(timeout=60) as client:
-            return await row(client, a, b, 2.0, 4, random.Random(11))
+            return await row(client, a, b, 0.25, 4, random.Random(11))
 
     with two_replicas() as (a, b):
         got = asyncio.run(sessions(a, b))
     assert got["first_on_a"] == 4
     assert got["second_warm"] == 4 and got["second_cached"] == 4
     assert got["cached_share"] > 0.9
+
+
+def test_a_served_prefix_is_pushed_to_the_other_replicas_before_any_poll(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record's push: two replicas running their sharing tasks on the real Redis, the
+    poll an hour away. What one serves reaches the other through the subscription; a
+    replica skips its own messages."""
+    monkeypatch.setattr(warm_module, "POLL_S", 3600.0)
+    tags = KeySpace(f"rgtest-{uuid.uuid4().hex[:8]}", "UTC")
+    channel, chain = f"{tags.tag('t')}:warm-test", prefix_chain(body("pushed", "turn"))
+
+    async def run() -> tuple[Warm | None, int]:
+        client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+        one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
+        def subscribe() -> aioredis.Redis:
+            return aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+        tasks = [asyncio.create_task(r.run(client, tags.tag, ["t"], channel, subscribe, name))
+                 for r, name in ((one, "one"), (two, "two"))]
+        try:
+            while not (await client.pubsub_numsub(channel))[0][1] == 2:
+                await asyncio.sleep(0.01)
+            one.remember("t", chain[-1], Warm("large", 3, 800, time.time()))
+            for _ in range(500):                      # at most 5 s
+                if two.find("t", chain) is not None:
+                    break
+                await asyncio.sleep(0.01)
+            own = one.take(orjson.dumps({"from": "one", "entries": [
+                ("t", b"x".hex(), "small", 0, 1, time.time())]}), frozenset({"t"}), "one")
+            return two.find("t", chain), own
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await client.delete(f"{tags.tag('t')}:warm", f"{tags.tag('t')}:warm:at")
+            await client.aclose()
+    found, own = asyncio.run(run())
+    assert found is not None and (found.model, found.replica, found.tokens) == ("large", 3, 800)
+    assert own == 0
+
+
+@pytest.mark.parametrize("data", [
+    b"not json", b"[]", b'{"from": "x"}', b'{"from": "x", "entries": 5}',
+    b'{"from": "x", "entries": [["t", "zz", "m", 0, 1, 1e12]]}',
+    b'{"from": "x", "entries": [[["t"], "00", "m", 0, 1, 1e12]]}',
+    b'{"from": "x", "entries": [["other", "00", "m", 0, 1, 1e12]]}',
+    b'{"from": "x", "entries": [["t", "00", "m", 0, 1, 1.0]]}',
+    b'{"from": "x", "entries": [["t", "00", "m", "many", 1, 1e12]]}',
+    b'{"from": "x", "entries": [["t", "00", "m", 0, 1]]}',
+    12,
+])
+def test_a_published_message_that_does_not_fit_is_skipped(data: object) -> None:
+    """Another replica's message is read with care: wrong shapes, unknown teams and
+    entries older than the record's lifetime are skipped, never raised."""
+    warm = WarmPrefixes(ttl_s=60)
+    assert warm.take(data, frozenset({"t"}), "me") == 0
+    assert warm.take(b'{"from": "x", "entries": [["t", "00", "m", 0, 1, %f]]}' % time.time(),
+                     frozenset({"t"}), "me") == 1
 
 
 def test_a_12_turn_agent_session_on_the_demo_fleet_stays_on_its_warm_model() -> None:
