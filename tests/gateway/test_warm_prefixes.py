@@ -7,6 +7,7 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import httpx
@@ -163,7 +164,9 @@ def test_a_served_prefix_is_pushed_to_the_other_replicas_before_any_poll(
         tasks = [asyncio.create_task(r.run(client, tags.tag, ["t"], channel, subscribe, name))
                  for r, name in ((one, "one"), (two, "two"))]
         try:
-            while not (await client.pubsub_numsub(channel))[0][1] == 2:
+            for _ in range(500):                      # at most 5 s
+                if (await client.pubsub_numsub(channel))[0][1] == 2:
+                    break
                 await asyncio.sleep(0.01)
             one.remember("t", chain[-1], Warm("large", 3, 800, time.time()))
             for _ in range(500):                      # at most 5 s
@@ -182,6 +185,51 @@ def test_a_served_prefix_is_pushed_to_the_other_replicas_before_any_poll(
     found, own = asyncio.run(run())
     assert found is not None and (found.model, found.replica, found.tokens) == ("large", 3, 800)
     assert own == 0
+
+
+def test_the_push_reaches_a_replica_of_a_redis_cluster(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a Redis Cluster the PUBLISH goes on its own (a cluster's pipeline refuses it) and
+    reaches every node, so each replica's subscription, on the node its url names, hears
+    it: two replicas opened as the gateway opens them, the poll an hour away."""
+    from functools import partial
+
+    from budget.redis_client import open_redis, subscriber
+    from tests.budget.servers import RedisClusterNodes
+
+    chain = prefix_chain(body("clustered", "turn"))
+
+    async def run(url: str) -> Warm | None:
+        handles = [await open_redis(url, tmp_path) for _ in range(2)]
+        one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
+        tags = KeySpace("rgtest", "UTC")
+        tasks = [asyncio.create_task(r.run(h.client, tags.tag, ["t"], "rgtest:warm",
+                                           partial(subscriber, h.url), name))
+                 for r, h, name in ((one, handles[0], "one"), (two, handles[1], "two"))]
+        try:
+            node = aioredis.Redis.from_url(handles[0].url)   # where both subscribe
+            for _ in range(500):                          # at most 5 s
+                if (await node.pubsub_numsub("rgtest:warm"))[0][1] == 2:
+                    break
+                await asyncio.sleep(0.01)
+            await node.aclose()
+            one.remember("t", chain[-1], Warm("large", 1, 600, time.time()))
+            for _ in range(500):                          # at most 5 s
+                if two.find("t", chain) is not None:
+                    break
+                await asyncio.sleep(0.01)
+            return two.find("t", chain)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for handle in handles:
+                await handle.close()
+
+    monkeypatch.setattr(warm_module, "POLL_S", 3600.0)
+    with RedisClusterNodes(tmp_path / "cluster") as nodes:
+        found = asyncio.run(run(nodes.url))
+    assert found is not None and (found.model, found.replica, found.tokens) == ("large", 1, 600)
 
 
 @pytest.mark.parametrize("data", [
