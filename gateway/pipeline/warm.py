@@ -180,12 +180,6 @@ class WarmPrefixes:
             except Exception as exc:
                 log.debug("warm prefixes: poll failed (%r)", exc)
 
-    async def sync(self, redis: Any, tag_of: Any, teams: list[str]) -> None:
-        """Write what this replica served, read what others did, trim: a push and a poll."""
-        await self.write(redis, tag_of)
-        await self.read(redis, tag_of, teams)
-        await self.trim(redis, tag_of)
-
     async def write(self, redis: Any, tag_of: Any, channel: str | None = None,
                     origin: str = "") -> None:
         """Write what this replica served since the last write, and publish it."""

@@ -64,9 +64,13 @@ def on_two_replicas(script: Callable[[WarmPrefixes, WarmPrefixes, Sync], Awaitab
 
     async def run() -> T:
         client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+
+        async def sync(replica: WarmPrefixes) -> None:      # a push (unpublished) and a poll
+            await replica.write(client, tags.tag)
+            await replica.read(client, tags.tag, ["t"])
+            await replica.trim(client, tags.tag)
         try:
-            return await script(WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60),
-                                lambda replica: replica.sync(client, tags.tag, ["t"]))
+            return await script(WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60), sync)
         finally:
             await client.delete(f"{tags.tag('t')}:warm", f"{tags.tag('t')}:warm:at")
             await client.aclose()
