@@ -151,6 +151,8 @@ class WarmPrefixes:
                 await self.write(redis, tag_of, channel, origin)
             except Exception as exc:      # Redis away: the local record goes on alone
                 log.debug("warm prefixes: write failed (%r)", exc)
+                self._wake.set()          # what it held is pending again: retried
+                await asyncio.sleep(RETRY_S)
             await asyncio.sleep(PUSH_EVERY_S)
 
     async def _listen(self, subscriber: Any, channel: str, teams: frozenset[str],
@@ -186,20 +188,38 @@ class WarmPrefixes:
         pending, self._pending = self._pending, {}
         if not pending:
             return
-        async with redis.pipeline(transaction=False) as pipe:
-            for team, entries in pending.items():
-                tag = tag_of(team)
-                pipe.hset(f"{tag}:warm", mapping={
-                    h: f"{w.model}|{w.replica}|{w.tokens}|{w.at}" for h, w in entries.items()})
-                pipe.zadd(f"{tag}:warm:at", {h: w.at for h, w in entries.items()})
-                for key in (f"{tag}:warm", f"{tag}:warm:at"):
-                    pipe.expire(key, int(self.ttl_s) + 60)
-            await pipe.execute()
+        try:
+            async with redis.pipeline(transaction=False) as pipe:
+                for team, entries in pending.items():
+                    tag = tag_of(team)
+                    pipe.hset(f"{tag}:warm", mapping={
+                        h: f"{w.model}|{w.replica}|{w.tokens}|{w.at}"
+                        for h, w in entries.items()})
+                    pipe.zadd(f"{tag}:warm:at", {h: w.at for h, w in entries.items()})
+                    for key in (f"{tag}:warm", f"{tag}:warm:at"):
+                        pipe.expire(key, int(self.ttl_s) + 60)
+                await pipe.execute()
+        except BaseException:
+            self._requeue(pending)
+            raise
         self._written.update(pending)
         if channel is not None:         # not in the pipeline: a cluster's refuses PUBLISH
             await redis.publish(channel, orjson.dumps({"from": origin, "entries": [
                 (team, h.hex(), w.model, w.replica, w.tokens, w.at)
                 for team, entries in pending.items() for h, w in entries.items()]}))
+
+    def _requeue(self, failed: dict[str, dict[bytes, Warm]]) -> None:
+        """Put a failed write's entries back under what was served since (newer first),
+        those still within ``ttl_s``, at most ``MAX_PER_TEAM`` a team: Redis away for a
+        while keeps the newest, never an ever longer queue."""
+        cutoff = time.time() - self.ttl_s
+        for team, entries in failed.items():
+            merged = {h: w for h, w in entries.items() if w.at >= cutoff}
+            merged.update(self._pending.get(team, {}))
+            if len(merged) > MAX_PER_TEAM:
+                merged = dict(sorted(merged.items(), key=lambda kv: kv[1].at)[-MAX_PER_TEAM:])
+            if merged:
+                self._pending[team] = merged
 
     def take(self, data: Any, teams: frozenset[str], origin: str) -> int:
         """Take in another replica's published entries; how many were new."""

@@ -236,6 +236,43 @@ def test_the_push_reaches_a_replica_of_a_redis_cluster(
     assert found is not None and (found.model, found.replica, found.tokens) == ("large", 1, 600)
 
 
+def test_what_a_replica_served_while_redis_was_down_is_written_once_it_is_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write that fails keeps its entries for the next one (bounded: the newest
+    MAX_PER_TEAM a team, within the record's lifetime): a real Redis killed before the
+    push and started again on its port; the other replica then reads what was served."""
+    from tests.budget.servers import RedisServer
+
+    tags = KeySpace("rgtest", "UTC")
+    served = [prefix_chain(body(f"while down {i}"))[-1] for i in range(4)]
+
+    async def run(server: RedisServer) -> tuple[bool, list[bool]]:
+        client = aioredis.Redis.from_url(server.url, socket_connect_timeout=1)
+        one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
+        try:
+            server.kill()
+            for i, h in enumerate(served[:3]):
+                one.remember("t", h, Warm("large", 0, 100 + i, time.time() - 10 + i))
+            failed = False
+            try:
+                await one.write(client, tags.tag)
+            except Exception:
+                failed = True
+            one.remember("t", served[3], Warm("large", 0, 103, time.time()))
+            server.start()
+            await one.write(client, tags.tag)
+            await two.read(client, tags.tag, ["t"])
+            return failed, [two.find("t", [h]) is not None for h in served]
+        finally:
+            await client.aclose()
+
+    monkeypatch.setattr(warm_module, "MAX_PER_TEAM", 3)      # the oldest of four is dropped
+    with RedisServer(tmp_path / "redis") as server:
+        failed, found = asyncio.run(run(server))
+    assert failed
+    assert found == [False, True, True, True]
+
+
 @pytest.mark.parametrize("data", [
     b"not json", b"[]", b'{"from": "x"}', b'{"from": "x", "entries": 5}',
     b'{"from": "x", "entries": [["t", "zz", "m", 0, 1, 1e12]]}',
