@@ -24,7 +24,10 @@ Both scripts are safe to retry (reserve and settle are idempotent by request id)
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from itertools import count
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -150,10 +153,32 @@ def subscriber(url: str) -> Redis:
     """A client of its own for one subscription (``url``: ``RedisHandle.url``). A pub/sub
     connection is held for as long as it listens and waits on it past a command's
     timeout, so it comes from no shared pool; a ping every ``SUBSCRIBER_PING_S`` finds a
-    server that went away in silence. In a cluster, a PUBLISH reaches every node, so the
-    node the url names serves."""
+    server that went away in silence."""
     return Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT_S,
                           health_check_interval=SUBSCRIBER_PING_S)
+
+
+def subscribers(handle: RedisHandle) -> Callable[[], Redis]:
+    """Where each (re)subscription goes: ``subscriber(handle.url)`` on one server. In a
+    cluster a PUBLISH reaches every node, so any node serves: the first call takes the
+    node the url names, and each later one the next node the cluster client knows then,
+    so a subscription lost with its node (a failover) is taken up on another."""
+    if not handle.cluster:
+        return partial(subscriber, handle.url)
+    calls = count()
+
+    def next_node() -> Redis:
+        n = next(calls)
+        nodes = sorted((node.host, node.port) for node in handle.client.get_nodes())
+        if n == 0 or not nodes:
+            return subscriber(handle.url)
+        host, port = nodes[n % len(nodes)]
+        parts = urlsplit(handle.url)
+        auth = parts.netloc.rpartition("@")[0]
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        return subscriber(urlunsplit((parts.scheme, f"{auth}@{where}" if auth else where,
+                                      parts.path, parts.query, parts.fragment)))
+    return next_node
 
 
 SUBSCRIBER_PING_S = 10

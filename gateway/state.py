@@ -18,7 +18,6 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from backends.load_signals import start_pollers
 from budget import BudgetStore, RedisHandle, open_redis
 from budget.eviction import eviction_risk
 from budget.keys import KeySpace
-from budget.redis_client import subscriber
+from budget.redis_client import subscribers
 from classifiers.complexity import ComplexityModel
 from classifiers.length import counter_for
 from core.config import GatewayConfig, ModelFacts
@@ -256,7 +255,7 @@ class AppState:
         if config.routing.cache_aware and config.teams:
             tags = KeySpace(prefix, config.budget.timezone)
             self.spawn(self.warm.run(redis.client, tags.tag, [t.name for t in config.teams],
-                                     f"{prefix}:warm", partial(subscriber, redis.url),
+                                     f"{prefix}:warm", subscribers(redis),
                                      self.replica_id))
         # Breakers and upstream rests are the fleet's, not each process's.
         if config.breaker.shared:

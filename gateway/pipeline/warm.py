@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from redis.asyncio import RedisCluster
 
 log = logging.getLogger("routegate.warm")
 
@@ -63,6 +64,9 @@ POLL_S = 2.0               # the catch-up read and the trim
 READ_OVERLAP_S = 2.0
 MAX_MESSAGE_BYTES = 8 << 20   # a published batch past this is not read (its poll catches up)
 RETRY_S = 1.0              # a lost subscription is taken up again after this
+# In a cluster a PUBLISH reaches every node from any node: each try goes to a node drawn
+# anew, not the client's default node, which stayed on a failed-over node for good.
+_ANY_NODE = {"target_nodes": RedisCluster.RANDOM}
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +97,8 @@ class WarmPrefixes:
         self.ttl_s = ttl_s
         self.max_local = max_local
         self._known: OrderedDict[tuple[str, bytes], Warm] = OrderedDict()
-        self._pending: dict[str, dict[bytes, Warm]] = {}    # team -> to write to Redis
+        self._pending: dict[str, dict[bytes, Warm]] = {}    # team -> to write and publish
+        self._unwritten: dict[str, dict[bytes, Warm]] = {}  # a failed write's: to write again
         self._seen_at: dict[str, float] = {}                 # team -> newest read from Redis
         self._written: set[str] = set()                      # teams to trim at the next poll
         self._wake = asyncio.Event()                         # something is pending
@@ -151,7 +156,7 @@ class WarmPrefixes:
                 await self.write(redis, tag_of, channel, origin)
             except Exception as exc:      # Redis away: the local record goes on alone
                 log.debug("warm prefixes: write failed (%r)", exc)
-                self._wake.set()          # what it held is pending again: retried
+                self._wake.set()          # its entries wait in _unwritten: retried
                 await asyncio.sleep(RETRY_S)
             await asyncio.sleep(PUSH_EVERY_S)
 
@@ -184,42 +189,39 @@ class WarmPrefixes:
 
     async def write(self, redis: Any, tag_of: Any, channel: str | None = None,
                     origin: str = "") -> None:
-        """Write what this replica served since the last write, and publish it."""
-        pending, self._pending = self._pending, {}
-        if not pending:
-            return
-        try:
-            async with redis.pipeline(transaction=False) as pipe:
-                for team, entries in pending.items():
-                    tag = tag_of(team)
-                    pipe.hset(f"{tag}:warm", mapping={
-                        h: f"{w.model}|{w.replica}|{w.tokens}|{w.at}"
-                        for h, w in entries.items()})
-                    pipe.zadd(f"{tag}:warm:at", {h: w.at for h, w in entries.items()})
-                    for key in (f"{tag}:warm", f"{tag}:warm:at"):
-                        pipe.expire(key, int(self.ttl_s) + 60)
-                await pipe.execute()
-        except BaseException:
-            self._requeue(pending)
-            raise
-        self._written.update(pending)
-        if channel is not None:         # not in the pipeline: a cluster's refuses PUBLISH
-            await redis.publish(channel, orjson.dumps({"from": origin, "entries": [
-                (team, h.hex(), w.model, w.replica, w.tokens, w.at)
-                for team, entries in pending.items() for h, w in entries.items()]}))
-
-    def _requeue(self, failed: dict[str, dict[bytes, Warm]]) -> None:
-        """Put a failed write's entries back under what was served since (newer first),
-        those still within ``ttl_s``, at most ``MAX_PER_TEAM`` a team: Redis away for a
-        while keeps the newest, never an ever longer queue."""
-        cutoff = time.time() - self.ttl_s
-        for team, entries in failed.items():
-            merged = {h: w for h, w in entries.items() if w.at >= cutoff}
-            merged.update(self._pending.get(team, {}))
-            if len(merged) > MAX_PER_TEAM:
-                merged = dict(sorted(merged.items(), key=lambda kv: kv[1].at)[-MAX_PER_TEAM:])
-            if merged:
-                self._pending[team] = merged
+        """Write what this replica served since the last write (and what a failed write
+        left), and publish what is new. The publish does not wait on the write: a cluster
+        node down for a team's slot stops that write, not the others' news."""
+        fresh, self._pending = self._pending, {}
+        todo, self._unwritten = _merged(self._unwritten, fresh, time.time() - self.ttl_s), {}
+        error: Exception | None = None
+        if todo:
+            try:
+                async with redis.pipeline(transaction=False) as pipe:
+                    for team, entries in todo.items():
+                        tag = tag_of(team)
+                        pipe.hset(f"{tag}:warm", mapping={
+                            h: f"{w.model}|{w.replica}|{w.tokens}|{w.at}"
+                            for h, w in entries.items()})
+                        pipe.zadd(f"{tag}:warm:at", {h: w.at for h, w in entries.items()})
+                        for key in (f"{tag}:warm", f"{tag}:warm:at"):
+                            pipe.expire(key, int(self.ttl_s) + 60)
+                    await pipe.execute()
+                self._written.update(todo)
+            except Exception as exc:          # kept for the next write, bounded
+                self._unwritten = _merged(todo, self._unwritten, time.time() - self.ttl_s)
+                error = exc
+        if channel is not None and fresh:   # not in the pipeline: a cluster's refuses PUBLISH
+            try:
+                await redis.publish(channel, orjson.dumps({"from": origin, "entries": [
+                    (team, h.hex(), w.model, w.replica, w.tokens, w.at)
+                    for team, entries in fresh.items() for h, w in entries.items()]}),
+                    **_ANY_NODE if isinstance(redis, RedisCluster) else {})
+            except Exception:                 # published with the next write's news
+                self._pending = _merged(fresh, self._pending, time.time() - self.ttl_s)
+                raise
+        if error is not None:
+            raise error
 
     def take(self, data: Any, teams: frozenset[str], origin: str) -> int:
         """Take in another replica's published entries; how many were new."""
@@ -306,6 +308,21 @@ class WarmPrefixes:
                     pipe.zrem(f"{tag}:warm:at", *gone)
                     pipe.hdel(f"{tag}:warm", *gone)
             await pipe.execute()
+
+
+def _merged(old: dict[str, dict[bytes, Warm]], new: dict[str, dict[bytes, Warm]],
+            cutoff: float) -> dict[str, dict[bytes, Warm]]:
+    """``old`` under ``new`` (new wins), per team the newest ``MAX_PER_TEAM`` served from
+    ``cutoff`` on: Redis away for a while keeps the newest, never an ever longer queue."""
+    out = {}
+    for team in old.keys() | new.keys():
+        entries = {h: w for h, w in old.get(team, {}).items() if w.at >= cutoff}
+        entries.update(new.get(team, {}))
+        if len(entries) > MAX_PER_TEAM:
+            entries = dict(sorted(entries.items(), key=lambda kv: kv[1].at)[-MAX_PER_TEAM:])
+        if entries:
+            out[team] = entries
+    return out
 
 
 def _parse(raw: Any) -> Warm | None:

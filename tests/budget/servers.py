@@ -117,9 +117,11 @@ class RedisServer:
 
 
 class RedisClusterNodes:
-    """``n`` cluster-enabled masters joined with ``redis-cli --cluster create``."""
+    """``n`` cluster-enabled nodes joined with ``redis-cli --cluster create``: masters, or
+    with ``replicas`` that many replicas per master (``n`` counts them all)."""
 
-    def __init__(self, directory: Path, n: int = 3) -> None:
+    def __init__(self, directory: Path, n: int = 3, replicas: int = 0) -> None:
+        self.replicas = replicas
         self.nodes = [
             RedisServer(
                 directory / f"node{i}",
@@ -143,7 +145,8 @@ class RedisClusterNodes:
                 node.start()
             addrs = [f"127.0.0.1:{node.port}" for node in self.nodes]
             subprocess.run(
-                [REDIS_CLI, "--cluster", "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
+                [REDIS_CLI, "--cluster", "create", *addrs, "--cluster-replicas", str(self.replicas),
+                 "--cluster-yes"],
                 check=True,
                 capture_output=True,
                 timeout=30,

@@ -236,6 +236,70 @@ def test_the_push_reaches_a_replica_of_a_redis_cluster(
     assert found is not None and (found.model, found.replica, found.tokens) == ("large", 1, 600)
 
 
+def test_a_subscription_lost_with_its_cluster_node_is_taken_up_on_another(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three masters with a replica each; both replicas of the gateway subscribe on the
+    node their url names, which is then killed and failed over. Each resubscribes on
+    another node the cluster client knows, so a push still arrives, the poll an hour
+    away (on the dead node alone, it never would)."""
+    import subprocess
+
+    from budget.redis_client import open_redis, subscribers
+    from tests.budget.servers import REDIS_CLI, RedisClusterNodes
+
+    monkeypatch.setattr(warm_module, "POLL_S", 3600.0)
+    monkeypatch.setattr(warm_module, "RETRY_S", 0.2)
+    chain = prefix_chain(body("failed", "over"))
+
+    def failed_over(port: int, dead: int) -> bool:
+        """``port``'s node sees ``dead`` failed and every slot served again."""
+        def ask(*command: str) -> str:
+            return subprocess.run([REDIS_CLI, "-p", str(port), *command],
+                                  capture_output=True, text=True, timeout=5).stdout
+        gone = any(f":{dead}@" in line and "fail" in line.split()[2]
+                   for line in ask("cluster", "nodes").splitlines())
+        return gone and "cluster_state:ok" in ask("cluster", "info")
+
+    async def run(nodes: RedisClusterNodes) -> Warm | None:
+        handles = [await open_redis(nodes.url, tmp_path) for _ in range(2)]
+        one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
+        tags = KeySpace("rgtest", "UTC")
+        tasks = [asyncio.create_task(r.run(h.client, tags.tag, ["t"], "rgtest:warm",
+                                           subscribers(h), name))
+                 for r, h, name in ((one, handles[0], "one"), (two, handles[1], "two"))]
+        try:
+            node = aioredis.Redis.from_url(nodes.nodes[0].url)
+            for _ in range(500):                          # at most 5 s
+                if (await node.pubsub_numsub("rgtest:warm"))[0][1] == 2:
+                    break
+                await asyncio.sleep(0.01)
+            await node.aclose()
+            nodes.nodes[0].kill()
+            for _ in range(300):                          # at most 30 s: the failover
+                await asyncio.sleep(0.1)
+                if await asyncio.to_thread(failed_over, nodes.nodes[1].port,
+                                           nodes.nodes[0].port):
+                    break
+            else:
+                raise AssertionError("no failover within 30 s")
+            one.remember("t", chain[-1], Warm("large", 1, 600, time.time()))
+            for _ in range(1000):                         # at most 10 s
+                if two.find("t", chain) is not None:
+                    break
+                await asyncio.sleep(0.01)
+            return two.find("t", chain)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for handle in handles:
+                await handle.close()
+
+    with RedisClusterNodes(tmp_path / "cluster", n=6, replicas=1) as nodes:
+        found = asyncio.run(run(nodes))
+    assert found is not None and (found.model, found.replica, found.tokens) == ("large", 1, 600)
+
+
 def test_what_a_replica_served_while_redis_was_down_is_written_once_it_is_back(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A write that fails keeps its entries for the next one (bounded: the newest
