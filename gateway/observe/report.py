@@ -13,7 +13,9 @@ and Redis for each team's spend and remaining budget today. Per team and model:
   completed ones;
 - p50 and p95 time to first token of the completed requests;
 - escalation and fallback rates: the share of requests that escalated, and
-  that fell back after a failed attempt.
+  that fell back after a failed attempt;
+- the prefix-cache hit rate (prompt tokens the upstream read from its cache,
+  of all prompt tokens) and the answers given from the team's response cache.
 
 The "model" is the one that answered; "-" gathers the requests no model answered.
 """
@@ -86,6 +88,9 @@ class Row:
     energy_j: float | None = None       # None: no model of these requests has energy figures
     escalated: int = 0
     fell_back: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    response_cache_hits: int = 0
     ttft: list[float] = field(default_factory=list)
 
     def add(self, e: dict[str, Any]) -> None:
@@ -103,6 +108,9 @@ class Row:
         if e.get("energy_j") is not None:
             self.energy_j = (self.energy_j or 0.0) + float(e["energy_j"])
         self.escalated += bool(e.get("escalations"))
+        self.prompt_tokens += _count(e.get("prompt_tokens"))
+        self.cached_tokens += _count(e.get("cached_tokens"))
+        self.response_cache_hits += e.get("response_cache") == "hit"
         self.fell_back += bool(e.get("fallbacks"))
 
     def summary(self) -> dict[str, Any]:
@@ -118,7 +126,16 @@ class Row:
             "ttft_p50_s": _quantile(self.ttft, 0.50), "ttft_p95_s": _quantile(self.ttft, 0.95),
             "escalation_rate": round(self.escalated / self.requests, 4),
             "fallback_rate": round(self.fell_back / self.requests, 4),
+            "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
+            "prefix_cache_hit_rate": (round(self.cached_tokens / self.prompt_tokens, 4)
+                                      if self.prompt_tokens else None),
+            "response_cache_hits": self.response_cache_hits,
         }
+
+
+def _count(value: Any) -> int:
+    """A token count from a log line: a non-negative int, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def summarise(events: Iterator[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -165,7 +182,8 @@ def build_report(config: GatewayConfig, since: timedelta, *, with_redis: bool = 
     teams = asyncio.run(team_budgets(config)) if with_redis else None
     totals: dict[str, float] = defaultdict(float)
     for r in rows:
-        for name in ("requests", "completed", "failed", "refused", "cost_usd"):
+        for name in ("requests", "completed", "failed", "refused", "cost_usd",
+                     "prompt_tokens", "cached_tokens", "response_cache_hits"):
             totals[name] += r[name]
     return {"since": start.isoformat(), "log_files": [str(f) for f in files], "rows": rows,
             "totals": dict(totals), "teams": teams}
@@ -191,7 +209,9 @@ COLUMNS = [("team", "team", ""), ("pool", "pool", ""), ("model", "model", ""),
            ("cost_per_completed_usd", "$/completed", "usd"),
            ("energy_per_completed_j", "J/completed", "j"), ("ttft_p50_s", "TTFT p50 ms", "ms"),
            ("ttft_p95_s", "TTFT p95 ms", "ms"), ("escalation_rate", "escalated", "pct"),
-           ("fallback_rate", "fell back", "pct")]
+           ("fallback_rate", "fell back", "pct"),
+           ("prefix_cache_hit_rate", "prompt cached", "pct"),
+           ("response_cache_hits", "cache hits", "")]
 
 
 def print_report(report: dict[str, Any]) -> None:

@@ -59,6 +59,23 @@ def test_cost_per_completed_task_counts_every_try(tmp_path: Path) -> None:
     assert build_report(config, timedelta(seconds=0), with_redis=False)["rows"] == []
 
 
+def test_the_report_shows_the_prefix_cache_hit_rate_and_the_response_cache_hits(
+        tmp_path: Path) -> None:
+    """Per row: prompt tokens the upstream read from its cache, of all prompt tokens
+    (issue 47), and the answers given from the team's response cache."""
+    _write_log(tmp_path, [
+        _outcome(200, 0.01, prompt_tokens=1000, cached_tokens=900),
+        _outcome(200, 0.01, prompt_tokens=500, cached_tokens=0, response_cache="miss"),
+        _outcome(200, 0.0, prompt_tokens=500, cached_tokens=100, response_cache="hit"),
+        Outcome("req_y", team="search", model="large", status=200, cost_usd=0.0)])
+    report = build_report(_config(tmp_path), parse_since("1h"), with_redis=False)
+    large, small = report["rows"]
+    assert (small["prompt_tokens"], small["cached_tokens"]) == (2000, 1000)
+    assert small["prefix_cache_hit_rate"] == 0.5 and small["response_cache_hits"] == 1
+    assert large["prefix_cache_hit_rate"] is None and large["response_cache_hits"] == 0
+    assert report["totals"]["cached_tokens"] == 1000
+    assert report["totals"]["response_cache_hits"] == 1
+
 def test_rotated_files_are_read_and_bounded(tmp_path: Path) -> None:
     _write_log(tmp_path, [_outcome(200, 0.001, ttft=0.2) for _ in range(400)], max_bytes=20_000)
     files = log_files(tmp_path)
