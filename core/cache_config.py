@@ -5,7 +5,8 @@
         response_cache: {ttl_s: 600, max_entry_bytes: 262144, max_team_bytes: 67108864}
 
 Off unless a team sets it. Only a deterministic request is answered from it
-(``temperature: 0``, or a ``seed``), unless ``any: true``. A hit makes no
+(``temperature: 0``, or a ``seed``), unless ``any: true``; the key is all the
+request sends upstream, its quality target and its pool. A hit makes no
 upstream call and is billed ``hit_price_fraction`` of what the original
 answer cost (0 by default). Entries live in the bulk Redis
 (``storage.redis_url``, else the budget's) within ``max_team_bytes``.

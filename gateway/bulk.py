@@ -16,7 +16,11 @@ when set, else the budget's Redis, which the quotas then keep bounded):
 
 A save that would pass the quota is refused by the script itself,
 atomically; expired records leave the counts as the next save or delete of
-the team sweeps them (at most 256 a call).
+the team sweeps them (at most 256 a call). ``sizes`` says what is counted: a
+save of an id already there replaces its bytes (a repeated cache write, two
+identical misses at once) rather than adding them, and the sweep and delete
+give back only what ``sizes`` still holds, once, whether or not the record
+itself is still there.
 """
 
 from __future__ import annotations
@@ -25,14 +29,20 @@ from collections.abc import Callable
 from typing import Any
 
 _SWEEP = """
+-- An id counts while ``sizes`` holds it: give its bytes back once.
+local function forget(id)
+  local size = redis.call('HGET', KEYS[3], id)
+  if size then
+    redis.call('HDEL', KEYS[3], id)
+    redis.call('HINCRBY', KEYS[4], 'bytes', -tonumber(size))
+    redis.call('HINCRBY', KEYS[4], 'count', -1)
+  end
+end
 local function sweep(now)
   local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 256)
   for _, id in ipairs(gone) do
-    local size = tonumber(redis.call('HGET', KEYS[3], id) or '0')
-    redis.call('HDEL', KEYS[3], id)
     redis.call('ZREM', KEYS[2], id)
-    redis.call('HINCRBY', KEYS[4], 'bytes', -size)
-    redis.call('HINCRBY', KEYS[4], 'count', -1)
+    forget(id)
   end
 end
 local t = redis.call('TIME')
@@ -45,26 +55,25 @@ _SAVE = _SWEEP + """
 local size, ttl = string.len(ARGV[1]), tonumber(ARGV[2])
 local bytes = tonumber(redis.call('HGET', KEYS[4], 'bytes') or '0')
 local count = tonumber(redis.call('HGET', KEYS[4], 'count') or '0')
-if bytes + size > tonumber(ARGV[3]) or count + 1 > tonumber(ARGV[4]) then
+-- Saved again (the same id): its new bytes replace the old, and it is still one record.
+local old = redis.call('HGET', KEYS[3], ARGV[5])
+local freed, added = tonumber(old or '0'), old and 0 or 1
+if bytes - freed + size > tonumber(ARGV[3]) or count + added > tonumber(ARGV[4]) then
   return {0, bytes, count}
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
 redis.call('ZADD', KEYS[2], now + ttl, ARGV[5])
 redis.call('HSET', KEYS[3], ARGV[5], size)
-redis.call('HINCRBY', KEYS[4], 'bytes', size)
-redis.call('HINCRBY', KEYS[4], 'count', 1)
+redis.call('HINCRBY', KEYS[4], 'bytes', size - freed)
+redis.call('HINCRBY', KEYS[4], 'count', added)
 for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], ttl + 60000) end
-return {1, bytes + size, count + 1}
+return {1, bytes - freed + size, count + added}
 """
 # KEYS: record, index, sizes, usage. ARGV: id. Reply: 1 if it was there.
 _DELETE = _SWEEP + """
 local found = redis.call('DEL', KEYS[1])
-if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
-  local size = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0')
-  redis.call('HDEL', KEYS[3], ARGV[1])
-  redis.call('HINCRBY', KEYS[4], 'bytes', -size)
-  redis.call('HINCRBY', KEYS[4], 'count', -1)
-end
+redis.call('ZREM', KEYS[2], ARGV[1])
+forget(ARGV[1])
 return found
 """
 

@@ -27,6 +27,9 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 Handler = Callable[["HTTPExchange"], Awaitable[None]]
 T = TypeVar("T")
 WATCH_AFTER_S = 0.2   # a non-streamed answer slower than this gets a disconnect watcher
+# Comma-separated list headers: several lines of one mean their values joined by ", "
+# (RFC 9110 section 5.3). ``cache-control: no-store`` then ``max-age=0`` is both.
+LIST_HEADERS = (b"cache-control",)
 
 
 class HTTPExchange:
@@ -46,8 +49,12 @@ class HTTPExchange:
         self.scope = scope
         self.receive = receive
         self.send = send
-        # Header names arrive lower-cased (ASGI spec); a repeated header keeps its last value.
-        self.headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        # Header names arrive lower-cased (ASGI spec); a repeated header keeps its last value,
+        # but a list one the gateway reads (LIST_HEADERS) keeps them all (joined_lists).
+        raw = scope["headers"]
+        self.headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in raw}
+        if len(self.headers) < len(raw):      # some name repeated: rare, so only then
+            self.headers.update(joined_lists(raw))
         self.gone = False
         self._started = False
         self._responded = False
@@ -173,6 +180,16 @@ def _discard(work: Awaitable[Any]) -> None:
     close = getattr(work, "close", None)
     if close is not None:
         close()
+
+
+def joined_lists(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The ``LIST_HEADERS`` sent on several lines, each as one value joined by ", "."""
+    joined = {}
+    for name in LIST_HEADERS:
+        values = [v.decode("latin-1") for k, v in raw if k == name]
+        if len(values) > 1:
+            joined[name.decode("latin-1")] = ", ".join(values)
+    return joined
 
 
 def _raw_headers(headers: dict[str, str], *fixed: tuple[bytes, bytes]) -> list[tuple[bytes, bytes]]:

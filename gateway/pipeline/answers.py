@@ -64,10 +64,19 @@ def stream_message(events: list[SSEEvent]) -> tuple[dict[str, Any], str | None, 
     return message, finish, logprobs
 
 
+ANSWER_FIELDS = ("id", "created", "model", "system_fingerprint", "service_tier")
+
+
 def streamed_answer(events: list[SSEEvent]) -> dict[str, Any]:
-    """A stream's first choice, in the shape of a non-streamed answer."""
+    """A stream's first choice, in the shape of a non-streamed answer: its id, model
+    and the like as the stream's first chunk gave them (the response cache answers
+    with it). Other choices and the logprobs are not kept."""
     message, finish, _ = stream_message(events)
-    return {"choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+    first = next((e.data for e in events if isinstance(e.data, dict)), {})
+    head = {k: first[k] for k in ANSWER_FIELDS if first.get(k) is not None}
+    return {**head, "object": "chat.completion",
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": finish}]}
 
 
 class HeldStream(WrappedStream):

@@ -1,24 +1,30 @@
 """The response cache: a team's repeated deterministic request answered from Redis.
 
-    plan = plan_for(gw, caller, req, headers)       # None: off, or not cacheable
+    plan = plan_for(caller, req, headers, pool)     # None: off, or not cacheable
     if plan and await answer_from_cache(gw, door, out, o, caller, req, plan):
         return                                      # a hit: no upstream call
     ...                                             # a miss: served, then
-    await keep_answer(gw, plan, o, bill)            # stored for the next one
+    await keep_answer(gw, plan, o, bill, attempts)  # stored for the next one
 
 Opt in per team (``teams[].response_cache``, ``core/cache_config.py``). The key
-is the team and the canonical request: its model as named (``auto``
-included), messages, tools, tool choice, response format and sampling
-parameters, whatever the door (a chat body underneath). Only a
+is the team and the canonical request: everything sent upstream (the chat
+body, and the door's own body for an upstream that gets it) but what cannot
+change the answer (``UNKEYED``), with what chooses the model: the model as
+named (``auto`` included), the quality target and the pool. Only a
 deterministic request is cached (``temperature: 0``, or a ``seed``) unless the
 team says ``any: true``. A client's ``cache-control: no-cache`` skips the
 lookup, ``no-store`` the write. A hit answers in the door's own shape,
 streams included (the stored answer replayed as chunks through the door's
 translator), carries ``x-routegate-cache: hit`` (a cacheable miss says
 ``miss``), and is billed ``hit_price_fraction`` of what the original cost,
-filed under the model that wrote it. Entries live in the bulk Redis within
-the team's ``max_team_bytes`` (``gateway/bulk.py``), never beside the
-budget's counters uncounted.
+filed under the model that wrote it; an entry of a model the caller may not
+use now (or no longer configured) is a miss. What is kept is only an answer
+the client got whole and the gateway's checks passed: not one that escalated
+or was delivered though refused, not ``content_filter``, and of a stream
+only its one choice without logprobs (so a hit never differs in shape from
+what was asked). Entries live in the bulk Redis within the team's
+``max_team_bytes`` (``gateway/bulk.py``), never beside the budget's counters
+uncounted.
 """
 
 from __future__ import annotations
@@ -35,14 +41,17 @@ from backends.base import Completion
 from backends.sse import DONE, SSEEvent
 from budget.nanousd import usd
 from core.cache_config import ResponseCacheConfig
+from core.config import ModelFacts
 from core.types import Usage
 from gateway.auth import Caller
 from gateway.bulk import QuotaStore
 from gateway.money.reserve import Payer, settle_budget
 from gateway.money.settle import Bill
+from gateway.pipeline.attempts import Attempts
 from gateway.pipeline.outcome import Outcome
 from gateway.pipeline.relay import StreamRelay
 from gateway.pipeline.request import CHAT, ModelRequest
+from gateway.pipeline.routing import allowed
 
 if TYPE_CHECKING:
     from gateway.pipeline.serve import Responder
@@ -51,12 +60,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("routegate.response_cache")
 HIT, MISS = "hit", "miss"
-# What makes two requests the same question; anything else (stream, user, metadata)
-# does not change the answer.
-KEYED = ("model", "messages", "tools", "tool_choice", "response_format", "temperature",
-         "top_p", "seed", "max_tokens", "max_completion_tokens", "n", "stop", "logprobs",
-         "top_logprobs", "presence_penalty", "frequency_penalty", "logit_bias",
-         "parallel_tool_calls")
+# Sent upstream but not changing the answer, so not in the key: how it is delivered
+# (stream, stream_options), who asked (user, safety_identifier: abuse monitoring), and
+# the client's bookkeeping at the provider (metadata, store: stored completions;
+# prompt_cache_key: a hint for the provider's prefix cache).
+UNKEYED = frozenset({"stream", "stream_options", "user", "safety_identifier", "metadata",
+                     "store", "prompt_cache_key"})
+NATIVE_UNKEYED = frozenset({"stream", "metadata"})     # an Anthropic body's
+UNKEPT_FINISH = frozenset({"content_filter"})          # a filtered answer is not reused
 PIECE_CHARS = 16           # a replayed stream's text arrives in pieces of this size
 
 
@@ -64,11 +75,14 @@ PIECE_CHARS = 16           # a replayed stream's text arrives in pieces of this 
 class Plan:
     key: str
     config: ResponseCacheConfig
+    pool: str
     lookup: bool           # no "cache-control: no-cache"
     store: bool            # no "cache-control: no-store"
+    whole_stream: bool     # a streamed answer is kept whole: one choice, no logprobs
 
 
-def plan_for(caller: Caller, req: ModelRequest, headers: Mapping[str, str]) -> Plan | None:
+def plan_for(caller: Caller, req: ModelRequest, headers: Mapping[str, str],
+             pool: str) -> Plan | None:
     config = caller.response_cache
     if config is None or req.operation != CHAT:
         return None
@@ -76,11 +90,34 @@ def plan_for(caller: Caller, req: ModelRequest, headers: Mapping[str, str]) -> P
     deterministic = body.get("temperature") == 0 or body.get("seed") is not None
     if not deterministic and not config.any:
         return None
-    canonical = orjson.dumps({k: body[k] for k in KEYED if k in body} | {"model": req.model},
-                             option=orjson.OPT_SORT_KEYS)
-    directive = (headers.get("cache-control") or "").lower()
-    return Plan(hashlib.sha256(canonical).hexdigest(), config,
-                lookup="no-cache" not in directive, store="no-store" not in directive)
+    directives = cache_directives(headers.get("cache-control"))
+    return Plan(request_key(caller, req, pool), config, pool,
+                lookup="no-cache" not in directives, store="no-store" not in directives,
+                whole_stream=req.choices == 1 and not body.get("logprobs")
+                and not body.get("top_logprobs"))
+
+
+def request_key(caller: Caller, req: ModelRequest, pool: str) -> str:
+    """Two requests of a team get one key when the same models may answer them the
+    same way: what goes upstream (``UNKEYED`` aside) and what chooses the model."""
+    native = req.native
+    canonical = {
+        "body": {k: v for k, v in req.body.items() if k not in UNKEYED},
+        "native": None if native is None else {
+            "protocol": native.protocol, "headers": native.headers,
+            "body": {k: v for k, v in native.body.items() if k not in NATIVE_UNKEYED}},
+        "model": req.model, "pool": pool,
+        "quality": req.quality if req.quality is not None else caller.quality}
+    return hashlib.sha256(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def cache_directives(value: str | None) -> frozenset[str]:
+    """The directive names of a ``cache-control`` value (repeated lines joined by
+    ", ": ``gateway/exchange.py``), lower-cased: ``"No-Store, max-age=0"`` ->
+    {"no-store", "max-age"}."""
+    if not value:
+        return frozenset()
+    return frozenset(part.split("=", 1)[0].strip().lower() for part in value.split(","))
 
 
 class ResponseCache:
@@ -113,15 +150,16 @@ async def answer_from_cache(gw: AppState, door: Door, out: Responder, o: Outcome
     """Answer ``req`` from the cache if it holds it (then True): no upstream call,
     billed ``hit_price_fraction`` of the original."""
     entry = await gw.response_cache.find(caller.team.name, plan) if plan.lookup else None
-    if entry is None:
+    model = None if entry is None else usable_model(gw, caller, req, plan.pool,
+                                                    str(entry.get("model")))
+    if entry is None or model is None:
         o.response_cache = MISS
         return False
-    model = gw.models.get(str(entry.get("model")))
     original = int(entry.get("cost") or 0)
     cost = round(original * plan.config.hit_price_fraction)
     payer = Payer(caller.team_name, caller.team_limits, caller.key_id, caller.key_limits)
     held = await _reserve(gw, payer, o, cost)    # rpm counts a hit; the hard limit judges it
-    o.model, o.reason, o.response_cache = (model.name if model else None), "response-cache", HIT
+    o.model, o.reason, o.response_cache = model.name, "response-cache", HIT
     o.cost_usd, o.cache_saved_usd = usd(cost), usd(original - cost)
     data = entry["data"]
     usage = Usage.from_wire(data.get("usage")) or Usage()
@@ -142,6 +180,21 @@ async def answer_from_cache(gw: AppState, door: Door, out: Responder, o: Outcome
     return True
 
 
+def usable_model(gw: AppState, caller: Caller, req: ModelRequest, pool: str,
+                 name: str) -> ModelFacts | None:
+    """The model that wrote an entry, if the caller may have its answer now: it is
+    configured and allowed to the team in the pool, and so is the model the request
+    named (an entry written by its fallback). As routing would judge it."""
+    model = gw.models.get(name)
+    if model is None or not allowed(model, caller, pool):
+        return None
+    if req.routed or req.model == name:
+        return model
+    named = next((m for m in gw.models.values()
+                  if req.model == m.name or req.model in m.config.aliases), None)
+    return model if named is not None and allowed(named, caller, pool) else None
+
+
 async def _reserve(gw: AppState, payer: Payer, o: Outcome, cost: int) -> Any:
     if not gw.config.budget.enabled:
         return None
@@ -151,12 +204,25 @@ async def _reserve(gw: AppState, payer: Payer, o: Outcome, cost: int) -> Any:
         max_cost_nanousd=cost, max_tokens=0)
 
 
-async def keep_answer(gw: AppState, plan: Plan, o: Outcome, bill: Bill) -> None:
-    """After a served miss: the answer the client got, and what it cost, for the next."""
+async def keep_answer(gw: AppState, plan: Plan, o: Outcome, bill: Bill,
+                      attempts: Attempts) -> None:
+    """After a served miss: the answer the client got, and what it cost, for the next.
+    Only one the gateway's checks passed at once (``attempts``: it did not escalate,
+    nor was it delivered refused for want of another model), not filtered, and of a
+    stream only what ``streamed_answer`` keeps whole (``Plan.whole_stream``)."""
     if not plan.store or o.status != 200 or o.model is None or o.response_cache != MISS:
         return
-    data = bill.answer if isinstance(bill.answer, dict) else bill.streamed
-    if not isinstance(data, dict):
+    if attempts.escalations or not attempts.tried or attempts.tried[-1].outcome != "ok":
+        return
+    if isinstance(bill.answer, dict):
+        data = bill.answer
+    elif plan.whole_stream and isinstance(bill.streamed, dict):
+        data = bill.streamed
+    else:
+        return
+    choices = data.get("choices")
+    if not isinstance(choices, list) or any(
+            not isinstance(c, dict) or c.get("finish_reason") in UNKEPT_FINISH for c in choices):
         return
     data = {**data, "usage": {"prompt_tokens": o.prompt_tokens,
                               "completion_tokens": o.completion_tokens,
@@ -189,21 +255,31 @@ def replay_chunks(data: dict[str, Any]) -> list[dict[str, Any]]:
     """``chat.completion.chunk`` events that add up to the stored completion."""
     base = {"id": data.get("id") or "chatcmpl-cached", "object": "chat.completion.chunk",
             "created": data.get("created") or 0, "model": data.get("model") or ""}
+    if data.get("system_fingerprint") is not None:
+        base["system_fingerprint"] = data["system_fingerprint"]
     chunks = []
     for choice in data.get("choices") or ():
-        if not isinstance(choice, dict):
-            continue
-        index, message = choice.get("index", 0), choice.get("message") or {}
-        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
-        text = message.get("content")
-        if isinstance(text, str):
-            deltas += [{"content": text[i:i + PIECE_CHARS]}
-                       for i in range(0, len(text), PIECE_CHARS)]
-        for i, call in enumerate(message.get("tool_calls") or ()):
-            deltas.append({"tool_calls": [{**call, "index": i}]})
-        chunks += [{**base, "choices": [{"index": index, "delta": d, "finish_reason": None}]}
-                   for d in deltas]
-        chunks.append({**base, "choices": [{"index": index, "delta": {},
-                                            "finish_reason": choice.get("finish_reason")}]})
+        if isinstance(choice, dict):
+            chunks += [{**base, "choices": [c]} for c in _choice_deltas(choice)]
     chunks.append({**base, "choices": [], "usage": data.get("usage")})
     return chunks
+
+
+def _choice_deltas(choice: dict[str, Any]) -> list[dict[str, Any]]:
+    """One stored choice as a stream's choices, in order: role, text, tool calls, finish."""
+    index, message = choice.get("index", 0), choice.get("message") or {}
+    text, logprobs = message.get("content"), choice.get("logprobs")
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    if isinstance(text, str) and logprobs:
+        # The text in one piece beside all its logprobs: a client adds both up across
+        # chunks, and a piece of text cut anywhere has no logprobs of its own.
+        deltas.append({"content": text})
+    elif isinstance(text, str):
+        deltas += [{"content": text[i:i + PIECE_CHARS]} for i in range(0, len(text), PIECE_CHARS)]
+    for i, call in enumerate(message.get("tool_calls") or ()):
+        deltas.append({"tool_calls": [{**call, "index": i}]})
+    out = [{"index": index, "delta": d, "finish_reason": None} for d in deltas]
+    if logprobs:
+        out[1 if len(out) > 1 else 0]["logprobs"] = logprobs
+    out.append({"index": index, "delta": {}, "finish_reason": choice.get("finish_reason")})
+    return out

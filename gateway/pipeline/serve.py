@@ -100,8 +100,8 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         o.team, o.key = caller.team_name, caller.key_id
         o.pool = pool or request_pool(caller, headers)
         req = await _read(gw, door, o, span, headers, read_body, caller, own)
-        plan = None if own or caller.response_cache is None else plan_for(caller, req,
-                                                                                headers)
+        plan = (None if own or caller.response_cache is None
+                else plan_for(caller, req, headers, o.pool))
         if plan is not None and await answer_from_cache(gw, door, out, o, caller, req, plan):
             return o            # a hit: the finally still reports it
         work = _serve(gw, door, out, o, caller, req, attempts, bill, span,
@@ -154,7 +154,7 @@ async def _after(gw: AppState, o: Outcome, caller: Caller | None, req: ModelRequ
     """Once the request is settled: its answer kept for the response cache, its span,
     its telemetry, and what routing learns from it."""
     if plan is not None:
-        await keep_answer(gw, plan, o, bill)
+        await keep_answer(gw, plan, o, bill, attempts)
     span.finish(o)
     gw.telemetry.request_completed(o)
     if caller is not None and not own:
