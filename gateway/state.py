@@ -179,6 +179,7 @@ class AppState:
     warm: WarmPrefixes = None  # type: ignore[assignment]  # set in __post_init__
     response_cache: ResponseCache = None  # type: ignore[assignment]  # set in start()
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    _team_names: tuple[Any, frozenset[str]] = (None, frozenset())
 
     def __post_init__(self) -> None:
         # Each model as the request path reads it (core.model_config.ModelFacts): the
@@ -252,9 +253,9 @@ class AppState:
         for poller in start_pollers(config.models,
                                     {n: b.stats for n, b in self.backends.items()}):
             self.spawn(poller)
-        if config.routing.cache_aware and config.teams:
+        if config.routing.cache_aware:
             tags = KeySpace(prefix, config.budget.timezone)
-            self.spawn(self.warm.run(redis.client, tags.tag, [t.name for t in config.teams],
+            self.spawn(self.warm.run(redis.client, tags.tag, self.team_names,
                                      f"{prefix}:warm", subscribers(redis),
                                      self.replica_id))
         # Breakers and upstream rests are the fleet's, not each process's.
@@ -275,6 +276,14 @@ class AppState:
         handle = self.storage or self.redis
         assert handle is not None
         return handle
+
+    def team_names(self) -> frozenset[str]:
+        """The teams served now (a config reload replaces ``config``): computed once per
+        config."""
+        config = self.config
+        if self._team_names[0] is not config:
+            self._team_names = (config, frozenset(t.name for t in config.teams))
+        return self._team_names[1]
 
     def spawn(self, coro: Any) -> None:
         """A background task that lives as long as the app."""

@@ -45,6 +45,7 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,17 +80,44 @@ class Warm:
 
 def prefix_chain(body: dict[str, Any]) -> list[bytes]:
     """One hash per message of a chat body: each over the message and the hash before it,
-    the first over the tools and the response format, which the model reads first."""
+    the first over the tools and the response format, which the model reads first.
+    Prompt-cache breakpoints (``cache_control``, which clients move to the newest
+    message each turn) are not part of what the model reads, so not of the hash; nor is
+    a lone text part's wrapping (``[{"type": "text", "text": t}]`` is ``t``)."""
     head = {k: body[k] for k in ("tools", "response_format") if body.get(k)}
+    if head.get("tools") and isinstance(head["tools"], list):
+        head["tools"] = [_unmarked(t) for t in head["tools"]]
     parent = hashlib.blake2b(orjson.dumps(head, option=orjson.OPT_SORT_KEYS),
                              digest_size=16).digest()
     chain = []
     for message in body.get("messages") or ():
-        data = orjson.dumps(message, option=orjson.OPT_SORT_KEYS) if isinstance(message, dict) \
-            else b""
+        data = orjson.dumps(_read_as(message), option=orjson.OPT_SORT_KEYS) \
+            if isinstance(message, dict) else b""
         parent = hashlib.blake2b(parent + data, digest_size=16).digest()
         chain.append(parent)
     return chain
+
+
+def _read_as(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` as the model reads it: without breakpoints, a lone text part as text."""
+    content = message.get("content")
+    if "cache_control" not in message and not isinstance(content, list):
+        return message                    # the common case: nothing to take off
+    out = _unmarked(message)
+    if isinstance(content, list):
+        parts = [_unmarked(p) for p in content]
+        lone = parts[0] if len(parts) == 1 else None
+        out["content"] = lone["text"] if (isinstance(lone, dict) and lone.keys() == TEXT_PART
+                                          and lone["type"] == "text") else parts
+    return out
+
+
+TEXT_PART = {"type", "text"}
+
+
+def _unmarked(item: Any) -> Any:
+    return {k: v for k, v in item.items() if k != "cache_control"} \
+        if isinstance(item, dict) and "cache_control" in item else item
 
 
 class WarmPrefixes:
@@ -139,13 +167,14 @@ class WarmPrefixes:
         while len(self._known) > self.max_local:
             self._known.popitem(last=False)
 
-    async def run(self, redis: Any, tag_of: Any, teams: list[str], channel: str,
-                  subscriber: Any, origin: str) -> None:
+    async def run(self, redis: Any, tag_of: Any, teams: Callable[[], frozenset[str]],
+                  channel: str, subscriber: Any, origin: str) -> None:
         """Background task: share the record through Redis (``tag_of(team)``: its hash tag;
-        ``subscriber()``: a client of its own for the subscription; ``origin``: this
-        replica's id, whose own messages it skips)."""
+        ``teams()``: the teams served now, read at each message and poll, so a team a
+        config reload adds is shared too; ``subscriber()``: a client of its own for the
+        subscription; ``origin``: this replica's id, whose own messages it skips)."""
         await asyncio.gather(self._push(redis, tag_of, channel, origin),
-                             self._listen(subscriber, channel, frozenset(teams), origin),
+                             self._listen(subscriber, channel, teams, origin),
                              self._poll(redis, tag_of, teams))
 
     async def _push(self, redis: Any, tag_of: Any, channel: str, origin: str) -> None:
@@ -160,8 +189,8 @@ class WarmPrefixes:
                 await asyncio.sleep(RETRY_S)
             await asyncio.sleep(PUSH_EVERY_S)
 
-    async def _listen(self, subscriber: Any, channel: str, teams: frozenset[str],
-                      origin: str) -> None:
+    async def _listen(self, subscriber: Any, channel: str,
+                      teams: Callable[[], frozenset[str]], origin: str) -> None:
         while True:
             try:
                 client = subscriber()
@@ -171,18 +200,20 @@ class WarmPrefixes:
                         while True:
                             message = await pubsub.get_message(timeout=RETRY_S)
                             if message is not None:
-                                self.take(message.get("data"), teams, origin)
+                                self.take(message.get("data"), teams(), origin)
                 finally:
                     await client.aclose()
             except Exception as exc:      # the poll catches up meanwhile
                 log.debug("warm prefixes: subscription lost (%r)", exc)
             await asyncio.sleep(RETRY_S)
 
-    async def _poll(self, redis: Any, tag_of: Any, teams: list[str]) -> None:
+    async def _poll(self, redis: Any, tag_of: Any,
+                    teams: Callable[[], frozenset[str]]) -> None:
         while True:
             await asyncio.sleep(POLL_S)
             try:
-                await self.read(redis, tag_of, teams)
+                if names := sorted(teams()):
+                    await self.read(redis, tag_of, names)
                 await self.trim(redis, tag_of)
             except Exception as exc:
                 log.debug("warm prefixes: poll failed (%r)", exc)

@@ -41,6 +41,28 @@ def test_a_turn_that_appends_to_a_prompt_contains_its_hash() -> None:
     assert prefix_chain(body("other", "call", tools=TOOLS))[0] != first[0]
 
 
+def test_a_moved_cache_breakpoint_leaves_the_chain_as_it_was() -> None:
+    """Clients mark the newest message with ``cache_control`` each turn (the chat door's
+    form for Anthropic and Bedrock upstreams): the marker is not what the model reads,
+    so the earlier turn's hash is still found; a lone text part hashes as its text."""
+    def part(text: str, marked: bool) -> list[dict]:
+        return [{"type": "text", "text": text,
+                 **({"cache_control": {"type": "ephemeral"}} if marked else {})}]
+    tool = {"type": "function", "function": {"name": "f", "parameters": {}}}
+    first = {"tools": [{**tool, "cache_control": {"type": "ephemeral"}}], "messages": [
+        {"role": "system", "content": "rules"},
+        {"role": "user", "content": part("question", True)}]}
+    second = {"tools": [tool], "messages": [
+        {"role": "system", "content": part("rules", False)},
+        {"role": "user", "content": part("question", False)},
+        {"role": "assistant", "content": "answer"},
+        {"role": "user", "content": part("more", True)}]}
+    assert prefix_chain(second)[:2] == prefix_chain(first)
+    two_parts = {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}
+    assert prefix_chain(two_parts) != prefix_chain(body("a"))
+
+
 def test_the_longest_warm_prefix_is_found_and_expires() -> None:
     warm = WarmPrefixes(ttl_s=60)
     chain = prefix_chain(body("a", "b", "c", "d"))
@@ -165,7 +187,8 @@ def test_a_served_prefix_is_pushed_to_the_other_replicas_before_any_poll(
         one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
         def subscribe() -> aioredis.Redis:
             return aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
-        tasks = [asyncio.create_task(r.run(client, tags.tag, ["t"], channel, subscribe, name))
+        tasks = [asyncio.create_task(r.run(client, tags.tag, lambda: frozenset({"t"}), channel,
+                                           subscribe, name))
                  for r, name in ((one, "one"), (two, "two"))]
         try:
             for _ in range(500):                      # at most 5 s
@@ -191,6 +214,48 @@ def test_a_served_prefix_is_pushed_to_the_other_replicas_before_any_poll(
     assert own == 0
 
 
+def test_a_team_a_reload_adds_is_shared_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The teams are read at each message and poll (``AppState.team_names`` after a
+    config reload), not fixed when the task starts: a team added later is pushed and
+    taken in, and one no longer served is skipped."""
+    monkeypatch.setattr(warm_module, "POLL_S", 3600.0)
+    tags = KeySpace(f"rgtest-{uuid.uuid4().hex[:8]}", "UTC")
+    channel = f"{tags.tag('t')}:warm-test"
+    late, gone = prefix_chain(body("late", "team")), prefix_chain(body("gone", "team"))
+    served = {"t"}
+
+    async def run() -> tuple[Warm | None, Warm | None]:
+        client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+        one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
+        tasks = [asyncio.create_task(r.run(client, tags.tag, lambda: frozenset(served),
+                                           channel, lambda: aioredis.Redis.from_url(
+                                               "redis://127.0.0.1:6379/0"), name))
+                 for r, name in ((one, "one"), (two, "two"))]
+        try:
+            for _ in range(500):                      # at most 5 s
+                if (await client.pubsub_numsub(channel))[0][1] == 2:
+                    break
+                await asyncio.sleep(0.01)
+            served.add("u")                           # the reload
+            served.discard("t")
+            one.remember("t", gone[-1], Warm("large", 0, 100, time.time()))
+            one.remember("u", late[-1], Warm("large", 2, 900, time.time()))
+            for _ in range(500):                      # at most 5 s
+                if two.find("u", late) is not None:
+                    break
+                await asyncio.sleep(0.01)
+            return two.find("u", late), two.find("t", gone)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await client.delete(*(f"{tags.tag(t)}:warm{s}" for t in "tu" for s in ("", ":at")))
+            await client.aclose()
+    found, skipped = asyncio.run(run())
+    assert found is not None and (found.model, found.replica, found.tokens) == ("large", 2, 900)
+    assert skipped is None
+
+
 def test_the_push_reaches_a_replica_of_a_redis_cluster(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a Redis Cluster the PUBLISH goes on its own (a cluster's pipeline refuses it) and
@@ -207,7 +272,7 @@ def test_the_push_reaches_a_replica_of_a_redis_cluster(
         handles = [await open_redis(url, tmp_path) for _ in range(2)]
         one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
         tags = KeySpace("rgtest", "UTC")
-        tasks = [asyncio.create_task(r.run(h.client, tags.tag, ["t"], "rgtest:warm",
+        tasks = [asyncio.create_task(r.run(h.client, tags.tag, lambda: frozenset({"t"}), "rgtest:warm",
                                            partial(subscriber, h.url), name))
                  for r, h, name in ((one, handles[0], "one"), (two, handles[1], "two"))]
         try:
@@ -264,7 +329,7 @@ def test_a_subscription_lost_with_its_cluster_node_is_taken_up_on_another(
         handles = [await open_redis(nodes.url, tmp_path) for _ in range(2)]
         one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
         tags = KeySpace("rgtest", "UTC")
-        tasks = [asyncio.create_task(r.run(h.client, tags.tag, ["t"], "rgtest:warm",
+        tasks = [asyncio.create_task(r.run(h.client, tags.tag, lambda: frozenset({"t"}), "rgtest:warm",
                                            subscribers(h), name))
                  for r, h, name in ((one, handles[0], "one"), (two, handles[1], "two"))]
         try:
