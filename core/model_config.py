@@ -47,6 +47,8 @@ class Price(Strict):
     input_per_mtok: float = Field(ge=0, le=1_000_000)
     output_per_mtok: float = Field(ge=0, le=1_000_000)
     # Prompt tokens read from the provider's cache, and written to it; None: the input price.
+    # Either may be above the input price: a request's hold prices its prompt at the
+    # dearest of the three (gateway/money/ceiling.py).
     cached_input_per_mtok: float | None = Field(default=None, ge=0, le=1_000_000)
     cache_write_per_mtok: float | None = Field(default=None, ge=0, le=1_000_000)
 
@@ -228,6 +230,14 @@ class Rates:
     output_per_mtok: float
     cached_input: float
     cache_write: float
+    # A prompt token's price when it is held before the answer: the dearest of the three
+    # (a cached read may be priced above the input, a write usually is).
+    prompt_held: float
+
+    @classmethod
+    def of(cls, p: Price) -> Rates:
+        return cls(p.input_per_mtok, p.output_per_mtok, p.cached_input, p.cache_write,
+                   max(p.input_per_mtok, p.cached_input, p.cache_write))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -262,9 +272,7 @@ class ModelFacts:
 
     @classmethod
     def of(cls, m: ModelConfig) -> ModelFacts:
-        p = m.price
         return cls(m, m.name, m.kind, m.backend, m.tokenizer, m.context_window,
                    m.max_output_tokens, tuple(m.pools), m.ability, m.family, m.wire_model,
-                   m.output_cap_param, m.energy_j_per_token,
-                   Rates(p.input_per_mtok, p.output_per_mtok, p.cached_input, p.cache_write),
+                   m.output_cap_param, m.energy_j_per_token, Rates.of(m.price),
                    m.simulate, m.timeouts.first_byte_s)

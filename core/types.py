@@ -27,6 +27,12 @@ P95_EVERY = 16        # new samples between two refreshes of a p95
 MAX_REPORTED_TOKENS = 2**53
 
 
+# Why an upstream's figures were not billed as they came (gateway/money/ceiling.py).
+NEGATIVE, OVER_CAP, UNREADABLE = "negative", "over_cap", "unreadable"
+# A translating backend's chat ``usage`` for usage it could not read: from_wire refuses it.
+UNREADABLE_USAGE = {"prompt_tokens": UNREADABLE, "completion_tokens": UNREADABLE}
+
+
 def _count(value: Any) -> int:
     if value is None:
         return 0
@@ -35,6 +41,26 @@ def _count(value: Any) -> int:
     if isinstance(value, float) and not value.is_integer():   # also NaN and the infinities
         raise ValueError(f"not a token count: {value!r}")
     return max(-MAX_REPORTED_TOKENS, min(int(value), MAX_REPORTED_TOKENS))
+
+
+def cache_count(value: Any, room: int) -> tuple[int, str | None]:
+    """A prompt-cache figure (read from the cache, or written to it), as every backend
+    reads it, with ``room`` prompt tokens left for it: (the count, why it was not read
+    as sent). Missing is 0; not an integer (a string, a bool, 800.5, JSON's 1e30: a float
+    past 2**53 is no exact count), 0 (UNREADABLE), though a whole float within that is
+    read as its integer (800.0, as the prompt's own figure is); negative, 0 (NEGATIVE);
+    past ``room``, ``room`` (OVER_CAP)."""
+    if type(value) is int and 0 <= value <= room:      # the usual case, at once
+        return value, None
+    if value is None:
+        return 0, None
+    if type(value) is float and value.is_integer() and abs(value) <= MAX_REPORTED_TOKENS:
+        value = int(value)
+    if type(value) is not int:
+        return 0, UNREADABLE
+    if 0 <= value <= room:
+        return value, None
+    return (0, NEGATIVE) if value < 0 else (room, OVER_CAP)
 
 
 @dataclass(slots=True)
@@ -46,14 +72,17 @@ class Usage:
     # (Anthropic's cache_creation; billed at the model's cache prices).
     cached_tokens: int = 0
     cache_write_tokens: int = 0
+    # Why a cache figure was not read as sent (``cache_count``): billing flags the answer.
+    cache_anomaly: str | None = None
 
     @classmethod
     def from_wire(cls, usage: Any) -> Usage | None:
         """An upstream's ``usage`` object, saturated to ``MAX_REPORTED_TOKENS``;
         None when it is missing or not numbers (billing then counts for itself).
-        ``prompt_tokens_details.cached_tokens`` (OpenAI, vLLM, SGLang, llama.cpp) is
-        read when it is a count, at most the prompt; anything else there is 0. So is
-        ``prompt_tokens_details.cache_write_tokens``, at most the rest of the prompt."""
+        ``prompt_tokens_details.cached_tokens`` (OpenAI, vLLM, SGLang, llama.cpp) and
+        ``.cache_write_tokens`` (every translating backend's spelling) are read by
+        ``cache_count``, within the prompt: a figure that is not a count, negative, or
+        past the prompt is corrected and named in ``cache_anomaly``."""
         if not isinstance(usage, dict):
             return None
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
@@ -67,28 +96,26 @@ class Usage:
                 return None
         details = usage.get("prompt_tokens_details")
         if details is not None:
-            out.cached_tokens = _cached(details, out.prompt_tokens)
-            # Written to the cache (Bedrock's cacheWriteInputTokens, as backends/bedrock
-            # spells it): the rest of the prompt at most. Looked up only when present.
-            if isinstance(details, dict) and "cache_write_tokens" in details:
-                out.cache_write_tokens = _cached(details, out.prompt_tokens - out.cached_tokens,
-                                                 "cache_write_tokens")
+            out._read_details(details)
         return out
+
+    def _read_details(self, details: Any) -> None:
+        if not isinstance(details, dict):
+            self.cache_anomaly = UNREADABLE
+            return
+        room = max(self.prompt_tokens, 0)
+        self.cached_tokens, anomaly = cache_count(details.get("cached_tokens"), room)
+        # Written to the cache: the rest of the prompt at most. Looked up only when present.
+        if "cache_write_tokens" in details:
+            self.cache_write_tokens, wrong = cache_count(details["cache_write_tokens"],
+                                                         room - self.cached_tokens)
+            anomaly = anomaly or wrong
+        self.cache_anomaly = anomaly
 
     @property
     def uncached_tokens(self) -> int:
         """Prompt tokens read at the full input price."""
         return max(0, self.prompt_tokens - self.cached_tokens - self.cache_write_tokens)
-
-
-def _cached(details: Any, prompt: int, key: str = "cached_tokens") -> int:
-    """``prompt_tokens_details.cached_tokens`` (or ``key``), within 0..prompt; 0 if not a count."""
-    cached = details.get(key) if isinstance(details, dict) else None
-    try:
-        n = _count(cached)
-    except ValueError:
-        return 0
-    return min(max(n, 0), max(prompt, 0))
 
 
 @dataclass(slots=True)

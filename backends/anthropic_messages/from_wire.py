@@ -15,9 +15,11 @@
                       cache_write_tokens = cache_creation (billed at the model's cache
                       prices), completion_tokens = output_tokens
 
-Every count is the upstream's word: one that is not a non-negative integer
-makes the usage unreadable (None: billing counts for itself), and each is
-saturated at ``core.types.MAX_REPORTED_TOKENS``.
+Every count is the upstream's word: an input or output count that is not a
+non-negative integer makes the usage unreadable (None: billing counts for
+itself; the chat answer's ``usage`` then says "unreadable", so billing flags
+it), a cache count that is not one is 0 and flagged (``Usage.cache_anomaly``),
+and each is saturated at ``core.types.MAX_REPORTED_TOKENS``.
 """
 
 from __future__ import annotations
@@ -26,13 +28,11 @@ from typing import Any
 
 import orjson
 
-from core.types import MAX_REPORTED_TOKENS, Usage
+from core.types import MAX_REPORTED_TOKENS, UNREADABLE_USAGE, Usage, cache_count
 
 FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
                   "max_tokens": "length", "model_context_window_exceeded": "length",
                   "tool_use": "tool_calls", "refusal": "content_filter"}
-USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
-                "cache_creation_input_tokens")
 
 
 def finish_reason(stop_reason: Any) -> str:
@@ -41,25 +41,28 @@ def finish_reason(stop_reason: Any) -> str:
 
 def _count(value: Any) -> int | None:
     """A token count the upstream reported, saturated; None if it is not one."""
-    if value is None:
-        return 0
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         return None
     return min(value, MAX_REPORTED_TOKENS)
 
 
 def usage_of(usage: Any) -> Usage | None:
-    """Anthropic's usage object as the gateway's ``Usage``; None when unreadable."""
+    """Anthropic's usage object as the gateway's ``Usage``; None when its input or
+    output is unreadable. A cache figure that is not a count is 0, named in
+    ``cache_anomaly`` (``core.types.cache_count``, as every backend reads one)."""
     if (not isinstance(usage, dict) or usage.get("input_tokens") is None
             or usage.get("output_tokens") is None):
         return None
-    counts = [_count(usage.get(name)) for name in USAGE_FIELDS]
-    if any(c is None for c in counts):
+    plain, output = _count(usage["input_tokens"]), _count(usage["output_tokens"])
+    if plain is None or output is None:
         return None
-    plain, output, read, written = (c or 0 for c in counts)
+    read, wrong = cache_count(usage.get("cache_read_input_tokens"), MAX_REPORTED_TOKENS)
+    written, bad = cache_count(usage.get("cache_creation_input_tokens"), MAX_REPORTED_TOKENS)
+    # Saturated, the prompt keeps its dearest parts: the uncached, then the writes.
     prompt = min(plain + read + written, MAX_REPORTED_TOKENS)
-    read = min(read, prompt)
-    return Usage(prompt, output, cached_tokens=read, cache_write_tokens=min(written, prompt - read))
+    written = min(written, prompt - plain)
+    return Usage(prompt, output, cached_tokens=min(read, prompt - plain - written),
+                 cache_write_tokens=written, cache_anomaly=wrong or bad)
 
 
 def merged_usage(start: Any, delta: Any) -> dict[str, Any]:
@@ -72,11 +75,12 @@ def merged_usage(start: Any, delta: Any) -> dict[str, Any]:
 
 
 def usage_json(usage: Usage) -> dict[str, Any]:
-    """OpenAI's usage object, the cache's reads and writes in ``prompt_tokens_details``."""
+    """OpenAI's usage object, the cache's reads and writes in ``prompt_tokens_details``
+    (``cache_write_tokens``: the one spelling ``Usage.from_wire`` reads)."""
     return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
             "total_tokens": usage.prompt_tokens + usage.completion_tokens,
             "prompt_tokens_details": {"cached_tokens": usage.cached_tokens,
-                                      "cache_creation_tokens": usage.cache_write_tokens}}
+                                      "cache_write_tokens": usage.cache_write_tokens}}
 
 
 def tool_call(block: dict[str, Any]) -> dict[str, Any]:
@@ -119,4 +123,6 @@ def to_chat_completion(answer: dict[str, Any], *, model: str, created: int) -> d
                      "logprobs": None}]}
     if usage is not None:
         out["usage"] = usage_json(usage)
+    elif answer.get("usage") is not None:     # sent, unreadable: billing must know it came
+        out["usage"] = UNREADABLE_USAGE
     return out

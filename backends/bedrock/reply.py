@@ -11,6 +11,8 @@ cacheWriteInputTokens", AWS's prompt-caching guide), so ``prompt_tokens`` is
 their sum, ``cached_tokens`` the reads and ``cache_write_tokens`` the writes,
 each billed at its price (``gateway/money/pricing.py``). OpenAI's usage object
 carries them as ``prompt_tokens_details.cached_tokens`` and ``.cache_write_tokens``.
+A usage whose input or output cannot be read becomes ``core.types.UNREADABLE_USAGE``
+(billing counts for itself, and flags it); a bad cache figure is 0, and flagged.
 
 ``stopReason`` -> ``finish_reason``: end_turn and stop_sequence -> stop,
 max_tokens and model_context_window_exceeded -> length, tool_use -> tool_calls,
@@ -35,7 +37,7 @@ from typing import Any
 import orjson
 
 from core.errors import UpstreamError
-from core.types import MAX_REPORTED_TOKENS, Usage
+from core.types import MAX_REPORTED_TOKENS, UNREADABLE_USAGE, Usage, cache_count
 
 FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
           "model_context_window_exceeded": "length", "tool_use": "tool_calls",
@@ -51,19 +53,25 @@ def _tokens(value: Any) -> int | None:
 
 def read_usage(usage: Any) -> tuple[Usage | None, dict[str, Any] | None]:
     """Bedrock's ``usage`` as the gateway's Usage and OpenAI's usage object; (None, None)
-    when it is missing or not counts (billing then counts for itself)."""
+    when it is missing or its input or output is not a count (billing then counts for
+    itself). A cache figure that is not a count is 0, named in ``cache_anomaly``
+    (``core.types.cache_count``, as every backend reads one)."""
     if not isinstance(usage, dict):
         return None, None
     fresh, output = _tokens(usage.get("inputTokens")), _tokens(usage.get("outputTokens"))
-    read = _tokens(usage.get("cacheReadInputTokens", 0))
-    written = _tokens(usage.get("cacheWriteInputTokens", 0))
-    if fresh is None or output is None or read is None or written is None:
+    if fresh is None or output is None:
         return None, None
+    read, wrong = cache_count(usage.get("cacheReadInputTokens"), MAX_REPORTED_TOKENS)
+    written, bad = cache_count(usage.get("cacheWriteInputTokens"), MAX_REPORTED_TOKENS)
+    # Saturated, the prompt keeps its dearest parts: the uncached, then the writes.
     prompt = min(fresh + read + written, MAX_REPORTED_TOKENS)
+    written = min(written, prompt - fresh)
+    read = min(read, prompt - fresh - written)
     wire = {"prompt_tokens": prompt, "completion_tokens": output,
             "total_tokens": prompt + output,
             "prompt_tokens_details": {"cached_tokens": read, "cache_write_tokens": written}}
-    return Usage(prompt, output, cached_tokens=read, cache_write_tokens=written), wire
+    return Usage(prompt, output, cached_tokens=read, cache_write_tokens=written,
+                 cache_anomaly=wrong or bad), wire
 
 
 def finish_reason(stop: Any, structured: str | None = None) -> str:
@@ -112,6 +120,8 @@ def from_converse(data: dict[str, Any], chat_id: str, model: str, created: int,
     if reasoning:
         chat_message["reasoning_content"] = "".join(reasoning)
     _, wire = read_usage(data.get("usage"))
+    if wire is None and data.get("usage") is not None:   # sent, unreadable: billing flags it
+        wire = UNREADABLE_USAGE
     answer: dict[str, Any] = {
         "id": chat_id, "object": "chat.completion", "created": created, "model": model,
         "choices": [{"index": 0, "message": chat_message, "logprobs": None,
@@ -152,6 +162,8 @@ class ChunkTranslator:
         if event == "metadata":
             self.finished = True
             self.usage, wire = read_usage(payload.get("usage"))
+            if wire is None and payload.get("usage") is not None:   # billing flags it
+                wire = UNREADABLE_USAGE
             return [] if wire is None else [{**self._base, "choices": [], "usage": wire}]
         return []
 

@@ -21,8 +21,14 @@ logs and meters it), and the team's next request is judged on the true
 spend. So a team can pass a hard limit by at most the honest excess of the
 requests it has in flight. Figures past those bounds (or negative, or not
 numbers) are refused, logged and counted as anomalies: billed at the bound,
-or from our own count. Every door and every batch line goes through these
-two functions.
+or from our own count. So are the prompt cache's figures (``Usage.cache_anomaly``:
+read as 0, or at most the prompt), the prompt and output beside them billed as
+they came. Every door and every batch line goes through these two functions,
+and a door that corrected figures shows the client what it billed.
+
+The hold prices each prompt token at the dearest of the input, cached-read
+and cache-write prices, so that any split of a prompt the upstream reports
+(all of it read from the cache, or written to it) bills at most what was held.
 """
 
 from __future__ import annotations
@@ -36,14 +42,14 @@ from typing import Any
 import orjson
 
 from core.config import GatewayConfig, ModelFacts
-from core.types import Usage
-from gateway.money.pricing import billed_nano, cost_nano
+from core.types import NEGATIVE, OVER_CAP, UNREADABLE, Usage
+from gateway.money.pricing import billed_nano, held_nano
 from gateway.money.prompt_meter import PromptMeter
 
 logger = logging.getLogger("routegate.money")
 
-# Why an upstream's figures were not billed as they came.
-NEGATIVE, OVER_CAP, UNREADABLE = "negative", "over_cap", "unreadable"
+# Why an upstream's figures were not billed as they came: NEGATIVE, OVER_CAP, UNREADABLE
+# (core/types.py, where the usage readers find a bad cache figure).
 # Events a stream may carry beyond one per output token it may bill: role and
 # finish chunks per answer, the usage chunk, keep-alive comments.
 EVENTS_PER_CHOICE, EVENT_SLACK = 8, 64
@@ -125,11 +131,7 @@ class Tariff:
         prompt = min(cap, self.meter(model.name, demand.team).bound(
             demand.prompt_tokens[model.tokenizer], demand.messages))
         output = demand.output_cap(model)
-        # A cache write may cost more than a read of the input (Anthropic's 1.25x): the
-        # prompt is held at the dearer of the two, so the hold bounds either bill.
-        written = prompt if model.price.cache_write > model.price.input_per_mtok else 0
-        return Ceiling(model, prompt, output,
-                       cost_nano(model, prompt, output, rate, written=written), cap)
+        return Ceiling(model, prompt, output, held_nano(model, prompt, output, rate), cap)
 
     def bill(self, ceiling: Ceiling, reported: Usage | None, demand: Demand,
              estimate_output: int, rate: float, unreadable: bool = False) -> Billed:
@@ -141,7 +143,7 @@ class Tariff:
         usage, anomaly = within(ceiling, reported, ours, estimate_output)
         if anomaly is None and unreadable:
             anomaly = UNREADABLE
-        if reported is not None and anomaly != NEGATIVE:
+        if reported is not None and not usage.estimated:     # its prompt figure was read
             self.meter(model.name, demand.team).observe(ours, demand.messages,
                                                         usage.prompt_tokens)
         if anomaly is not None:
@@ -163,20 +165,30 @@ def within(ceiling: Ceiling, reported: Usage | None, ours: int, estimate_output:
         return Usage(ours, min(estimate_output, ceiling.output_tokens), estimated=True), anomaly
     cap = ceiling.prompt_cap or ceiling.prompt_tokens
     if reported.prompt_tokens > cap or reported.completion_tokens > ceiling.output_tokens:
-        prompt = min(reported.prompt_tokens, cap)
-        cached = min(reported.cached_tokens, prompt)
-        return Usage(prompt, min(reported.completion_tokens, ceiling.output_tokens),
-                     reported.estimated, cached,
-                     min(reported.cache_write_tokens, prompt - cached)), OVER_CAP
-    return reported, None
+        return _clamped(reported, cap, ceiling.output_tokens), OVER_CAP
+    return reported, reported.cache_anomaly
+
+
+def _clamped(reported: Usage, cap: int, output_cap: int) -> Usage:
+    """``reported`` within ``cap`` prompt and ``output_cap`` output tokens. The prompt
+    keeps its dearest parts first (uncached, then written to the cache), the cache's
+    reads fill the rest: never the cheapest reading of figures that are already wrong."""
+    prompt = min(reported.prompt_tokens, cap)
+    uncached = min(reported.uncached_tokens, prompt)
+    written = min(reported.cache_write_tokens, prompt - uncached)
+    cached = min(reported.cached_tokens, prompt - uncached - written)
+    return Usage(prompt, min(reported.completion_tokens, output_cap), reported.estimated,
+                 cached, written)
 
 
 def usage_json(usage: Usage) -> dict[str, Any]:
     out: dict[str, Any] = {"prompt_tokens": usage.prompt_tokens,
                            "completion_tokens": usage.completion_tokens,
                            "total_tokens": usage.prompt_tokens + usage.completion_tokens}
-    if usage.cached_tokens:
+    if usage.cached_tokens or usage.cache_write_tokens:
         out["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+        if usage.cache_write_tokens:
+            out["prompt_tokens_details"]["cache_write_tokens"] = usage.cache_write_tokens
     return out
 
 

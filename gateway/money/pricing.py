@@ -1,7 +1,8 @@
 """What a request costs: the one place prices, pools and token counts meet.
 
     rate = pool_rate(config, "batch")                  # pools.batch.price_multiplier
-    cost_nano(model, usage, rate)                      # exact integer nano-USD, billed
+    billed_nano(model, usage, rate)                    # exact integer nano-USD, billed
+    held_nano(model, prompt, output, rate)             # the most they can bill: the hold
     cost_usd(model, prompt, output, rate)              # float, for ranking and logs
 
 Billing, the worst-case reservation, routing's predicted cost and the
@@ -39,6 +40,18 @@ def cost_nano(model: ModelFacts, prompt_tokens: int, output_tokens: int, rate: f
                         p.cache_write * rate)
 
 
+def held_nano(model: ModelFacts, prompt_tokens: int, output_tokens: int,
+              rate: float = 1.0) -> int:
+    """The most ``prompt_tokens`` and ``output_tokens`` can bill on ``model``, however
+    the upstream splits the prompt between input, cache reads and cache writes: each
+    prompt token at the dearest of their prices (``Rates.prompt_held``). A request's hold."""
+    p = model.price
+    if p.prompt_held == p.input_per_mtok:    # the usual case: cache prices at most the input
+        return cost_nano(model, prompt_tokens, output_tokens, rate)
+    return cost_nanousd(prompt_tokens, output_tokens, p.prompt_held * rate,
+                        p.output_per_mtok * rate)
+
+
 def billed_nano(model: ModelFacts, usage: Usage, rate: float = 1.0) -> int:
     """``cost_nano`` of an upstream's usage, its cached and written parts apart."""
     return cost_nano(model, usage.prompt_tokens, usage.completion_tokens, rate,
@@ -54,4 +67,4 @@ def cost_usd(model: ModelFacts, prompt_tokens: int, output_tokens: int, rate: fl
     return (prompt + output_tokens * p.output_per_mtok) * rate / 1e6
 
 
-__all__ = ["pool_rate", "cost_nano", "billed_nano", "cost_usd", "usd"]
+__all__ = ["pool_rate", "cost_nano", "held_nano", "billed_nano", "cost_usd", "usd"]

@@ -6,10 +6,12 @@
 
 Events that arrived together leave together (one ASGI send per upstream
 read, not per event). The usage chunk the gateway asked for is dropped when
-the client did not ask for it. An upstream failure after the headers went
-out (a broken stream, or one that ended without ``[DONE]``) becomes an
-in-stream OpenAI error event, which the SDK raises: a truncated stream never
-looks complete. So does a stream that runs past ``max_events``
+the client did not ask for it; usage in a chunk with choices (Mistral's
+finish chunk, GLM's every chunk) is checked as a usage chunk is, and a
+translating door closes on the usage the stream read: the one settling
+bills. An upstream failure after the headers went out (a broken stream, or
+one that ended without ``[DONE]``) becomes an in-stream OpenAI error event,
+which the SDK raises: a truncated stream never looks complete. So does a stream that runs past ``max_events``
 (``Demand.stream_event_cap``: more than the request can be billed for): an
 endless stream is cut there, and billed for what was relayed. Given a
 ``keep`` list (a stream sampled for a shadow answer), the relay also keeps
@@ -78,7 +80,14 @@ class StreamRelay:
                         if text:
                             self.chunks += 1
                             self.text.append(text)
-                        out.append(event.raw)
+                        data = event.data
+                        if data is not None and data.get("usage") is not None:
+                            # Usage in a chunk with choices (Mistral's finish chunk,
+                            # GLM's every chunk): checked as a usage chunk is.
+                            self.usage_seen = True
+                            out.append(self._usage(event))
+                        else:
+                            out.append(event.raw)
                         if keep is not None:
                             keep.append(event)
                     else:
@@ -102,7 +111,6 @@ class StreamRelay:
     async def _translated(self, translator: StreamTranslator) -> AsyncIterator[bytes]:
         out: list[bytes] = []
         left = self.max_events
-        reported: dict | None = None
         keep = self.keep
         try:
             try:
@@ -111,20 +119,22 @@ class StreamRelay:
                     if left < 0:
                         raise too_long(self.max_events)
                     if event.is_usage_only:
-                        reported = event.data
                         self.usage_seen = True
                     elif not event.done:
                         text = event.generated
                         if text:
                             self.chunks += 1
                             self.text.append(text)
+                        data = event.data
+                        if data is not None and data.get("usage") is not None:
+                            self.usage_seen = True    # in a chunk with choices: billed too
                         out.extend(translator.feed(event))
                         if keep is not None:
                             keep.append(event)
                     if out and not self.stream.buffered:
                         yield b"".join(out)
                         out.clear()
-                out.extend(await translator.finish(self._billed(reported)))
+                out.extend(await translator.finish(self._billed()))
             except GatewayError as exc:
                 self.error = exc
                 out.extend(translator.fail(exc))
@@ -157,13 +167,14 @@ class StreamRelay:
         return checked_usage_event(event.data, event.raw, self.ceiling, self.ours,
                                    self._relayed_tokens)
 
-    def _billed(self, usage_chunk: dict | None) -> Usage:
-        """What the stream will be billed, for the door's closing events."""
-        reported = Usage.from_wire(usage_chunk.get("usage")) if usage_chunk else None
-        if reported is not None and self.ceiling is None:
-            return reported
+    def _billed(self) -> Usage:
+        """What the stream will be billed, for the door's closing events: the usage the
+        stream read (``stream.usage``: the one settling bills, from whichever chunk
+        carried it, with the cache's reads and writes), through the same check."""
+        reported = self.stream.usage
         if self.ceiling is None:
-            return Usage(self.ours, self._relayed_tokens(), estimated=True)
+            return (reported if reported is not None
+                    else Usage(self.ours, self._relayed_tokens(), estimated=True))
         if reported is not None and min(reported.prompt_tokens, reported.completion_tokens) >= 0:
             return within(self.ceiling, reported, self.ours, 0)[0]
         return within(self.ceiling, None, self.ours, self._relayed_tokens())[0]

@@ -215,7 +215,7 @@ def test_usage_adds_the_cache_to_the_prompt_and_keeps_reads_and_writes_apart() -
     usage = to_chat_completion(data, model="m", created=0)["usage"]
     assert usage == {"prompt_tokens": 2310, "completion_tokens": 5, "total_tokens": 2315,
                      "prompt_tokens_details": {"cached_tokens": 2000,
-                                               "cache_creation_tokens": 300}}
+                                               "cache_write_tokens": 300}}
     assert usage_of(data["usage"]).uncached_tokens == 10    # type: ignore[union-attr]
 
 
@@ -224,11 +224,15 @@ def test_usage_adds_the_cache_to_the_prompt_and_keeps_reads_and_writes_apart() -
     {"input_tokens": 1.5, "output_tokens": 5},
     {"input_tokens": True, "output_tokens": 5},
     {"input_tokens": 3},
-    {"input_tokens": 3, "output_tokens": 5, "cache_read_input_tokens": "many"},
     "not an object",
 ])
 def test_usage_the_upstream_made_up_is_unreadable(usage: Any) -> None:
     assert usage_of(usage) is None
+
+
+def test_a_made_up_cache_count_is_zero_and_flagged_the_rest_read() -> None:
+    assert usage_of({"input_tokens": 3, "output_tokens": 5, "cache_read_input_tokens": "many"}
+                    ) == Usage(3, 5, cache_anomaly="unreadable")
 
 
 def test_huge_counts_saturate() -> None:

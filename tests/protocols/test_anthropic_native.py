@@ -58,13 +58,13 @@ def accumulated(raw: bytes) -> Message:
 
 
 def test_native_events_pass_through_byte_for_byte() -> None:
-    assert relayed(Usage(2310, 7, cached_tokens=2000)) == b"".join(stream_events(MESSAGE))
+    assert relayed(REPORTED) == b"".join(stream_events(MESSAGE))
     message = accumulated(relayed(REPORTED))
     assert message.model == "claude-configured" and message.usage.cache_read_input_tokens == 2000
 
 
 def test_a_corrected_usage_is_what_the_stream_shows() -> None:
-    billed = Usage(2310, 4, cached_tokens=2000)     # the output clamped to its cap
+    billed = Usage(2310, 4, cached_tokens=2000, cache_write_tokens=300)   # output clamped
     message = accumulated(relayed(billed))
     assert message.usage.output_tokens == 4
     assert (message.usage.input_tokens, message.usage.cache_read_input_tokens,

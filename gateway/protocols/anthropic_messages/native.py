@@ -8,10 +8,12 @@ the client wrote it (``backends/base.py``, ``NativeRequest``); its answer
 comes back as Anthropic wrote it, the configured model named
 (``Completion.native``, ``NativeEvent``s), with thinking, citations and the
 cache's counts intact. Only when billing had to correct the upstream's
-usage (``corrected``: figures past what the request may bill) is ``usage``
-rewritten, so the client sees what it is billed. Any other upstream's
-answer, in chat form, is translated as before (``render.py``, ``stream.py``):
-``MessagesRelay`` decides per event.
+usage (``corrected``: figures past what the request may bill, a cache figure
+that was not a count, usage that could not be read) is ``usage`` rewritten,
+so the client sees what it is billed: the billed usage carries the cache's
+reads and writes as the upstream reported them (``from_wire.usage_of``).
+Any other upstream's answer, in chat form, is translated as before
+(``render.py``, ``stream.py``): ``MessagesRelay`` decides per event.
 """
 
 from __future__ import annotations
@@ -32,24 +34,16 @@ from gateway.protocols.anthropic_messages.stream import MessagesStream, sse
 MESSAGE_STOP = sse("message_stop", {"type": "message_stop"})
 
 
-def _billed_split(billed: Usage, reported: Usage | None) -> Usage:
-    """``billed``, its cache writes as the upstream reported them (within the prompt):
-    a stream's billed usage comes from the chat usage chunk, which has no such field."""
-    if billed.cache_write_tokens or reported is None:
-        return billed
-    written = min(reported.cache_write_tokens, max(0, billed.prompt_tokens - billed.cached_tokens))
-    return Usage(billed.prompt_tokens, billed.completion_tokens, billed.estimated,
-                 billed.cached_tokens, written)
-
-
 def _same(billed: Usage, reported: Usage | None) -> bool:
-    return reported is not None and (billed.prompt_tokens, billed.completion_tokens) == (
-        reported.prompt_tokens, reported.completion_tokens)
+    """Whether the upstream's own usage says what is billed: the same object's figures
+    (a stream's billed usage is the one its events were read into), none corrected."""
+    return billed.cache_anomaly is None and billed == reported
 
 
 def native_message(native: bytes, billed: Usage, corrected: bool) -> bytes:
-    """The upstream's message, untouched unless its usage was corrected."""
-    if not corrected:
+    """The upstream's message, untouched unless its usage was corrected, or could not
+    be read and was counted by us (``estimated``)."""
+    if not corrected and not billed.estimated:
         return native
     data = orjson.loads(native)
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
@@ -93,7 +87,7 @@ class MessagesRelay:
         reported = usage_of(merged_usage(self._start_usage, self._delta.get("usage")))
         if _same(usage, reported):
             return [self._delta_raw, self._stop]
-        fixed = usage_block(_billed_split(usage, reported))
+        fixed = usage_block(usage)
         sent = self._delta.get("usage")
         self._delta["usage"] = {**(sent if isinstance(sent, dict) else {}), **fixed}
         return [sse("message_delta", self._delta), self._stop]

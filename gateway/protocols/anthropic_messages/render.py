@@ -7,8 +7,8 @@
     finish_reason "tool_calls"     -> "tool_use" (so is any answer that carries tool calls)
     finish_reason "content_filter" -> "refusal" (so is an answer that is OpenAI's ``refusal``)
 
-The usage is what the team is billed, never the upstream's raw figures;
-prompt caching is not billed apart, so both cache counters are 0. OpenAI's
+The usage is what the team is billed, never the upstream's raw figures:
+the prompt's uncached tokens, and the cache's reads and writes apart. OpenAI's
 protocol does not say which stop sequence ended an answer: "stop_sequence"
 is reported only when the upstream names it (vLLM's ``stop_reason``), else
 such an answer reads "end_turn" with ``stop_sequence`` null.
