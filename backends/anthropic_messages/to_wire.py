@@ -9,6 +9,9 @@
     assistant ``tool_calls``          -> ``tool_use`` blocks, arguments parsed to ``input``
     ``tool`` messages                 -> ``tool_result`` blocks (``tool_use_id``) in a user turn
     tools (function.parameters)       -> tools with ``input_schema``
+    ``cache_control`` on a part, a tool -> the same on its block, tool or ``tool_result``
+                                         (a system message's marks its text block): the
+                                         prompt-cache breakpoints LiteLLM's clients send
     tool_choice auto/required/named/none -> auto/any/tool/none; parallel_tool_calls
                                          false -> disable_parallel_tool_use
     stop                              -> ``stop_sequences`` (blank ones dropped: refused there)
@@ -61,6 +64,31 @@ def _text_of(content: Any, where: str) -> str:
     return "\n".join(texts)
 
 
+def _breakpoint(item: Any, where: str) -> dict[str, Any] | None:
+    """The ``cache_control`` of a part or tool, if it has one: an object with a
+    ``type`` (Anthropic's ``ephemeral``, and ``ttl``), passed on as written."""
+    mark = item.get("cache_control") if isinstance(item, dict) else None
+    if mark is None:
+        return None
+    if not isinstance(mark, dict) or not isinstance(mark.get("type"), str):
+        raise _refuse(f"{where}.cache_control", "cache_control is an object with a type")
+    return mark
+
+
+def _marked(block: dict[str, Any], mark: dict[str, Any] | None) -> dict[str, Any]:
+    if mark is not None:
+        block["cache_control"] = mark
+    return block
+
+
+def _last_mark(content: Any, where: str) -> dict[str, Any] | None:
+    """A system or tool message's breakpoint, made of its parts': the last one set."""
+    if not isinstance(content, list):
+        return None
+    marks = [_breakpoint(part, f"{where}[{j}]") for j, part in enumerate(content)]
+    return next((m for m in reversed(marks) if m is not None), None)
+
+
 def image_block(url: Any, where: str) -> dict[str, Any]:
     """An ``image_url``'s URL as an image block: a data URL inlined, a web URL by URL."""
     if not isinstance(url, str):
@@ -90,11 +118,13 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
         if kind in ("text", "refusal"):
             text = part.get(kind)
             if isinstance(text, str) and text:
-                out.append({"type": "text", "text": text})
+                out.append(_marked({"type": "text", "text": text},
+                                   _breakpoint(part, f"{where}[{j}]")))
         elif kind == "image_url":
             image = part.get("image_url")
-            out.append(image_block(image.get("url") if isinstance(image, dict) else image,
-                                   f"{where}[{j}].image_url"))
+            out.append(_marked(image_block(image.get("url") if isinstance(image, dict)
+                                           else image, f"{where}[{j}].image_url"),
+                               _breakpoint(part, f"{where}[{j}]")))
         else:
             raise _refuse(f"{where}[{j}]", f"content parts of type {kind!r} are not taken")
     return out
@@ -119,9 +149,10 @@ def _turn(message: Mapping[str, Any], where: str) -> tuple[str, list[dict[str, A
     """(role, blocks) of one non-system chat message."""
     role = message["role"]
     if role == "tool":
+        content = message.get("content")
         result = {"type": "tool_result", "tool_use_id": message.get("tool_call_id"),
-                  "content": _text_of(message.get("content"), f"{where}.content")}
-        return "user", [result]
+                  "content": _text_of(content, f"{where}.content")}
+        return "user", [_marked(result, _last_mark(content, f"{where}.content"))]
     if role == "user":
         return "user", _blocks(message.get("content"), f"{where}.content")
     if role == "assistant":
@@ -141,9 +172,11 @@ def system_and_turns(messages: list[dict[str, Any]]
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         if message["role"] in SYSTEM_ROLES:
-            text = _text_of(message.get("content"), f"{where}.content")
+            content = message.get("content")
+            text = _text_of(content, f"{where}.content")
             if text:
-                system.append({"type": "text", "text": text})
+                system.append(_marked({"type": "text", "text": text},
+                                      _last_mark(content, f"{where}.content")))
             continue
         role, blocks = _turn(message, where)
         if not blocks:
@@ -168,7 +201,7 @@ def tool_fields(chat: Mapping[str, Any]) -> dict[str, Any]:
                "input_schema": fn.get("parameters") or {"type": "object", "properties": {}}}
         if fn.get("description"):
             out["description"] = fn["description"]
-        tools.append(out)
+        tools.append(_marked(out, _breakpoint(tool, f"tools[{i}]")))
     if not tools:
         return {}
     fields: dict[str, Any] = {"tools": tools}

@@ -26,6 +26,9 @@ CHAT_TOOL = {"type": "function", "function": {"name": "get_weather", "descriptio
 TOOL = {"name": "get_weather", "description": "Weather now", "input_schema": SCHEMA}
 
 
+EPH, EPH_1H = {"type": "ephemeral"}, {"type": "ephemeral", "ttl": "1h"}
+
+
 def chat(**fields: Any) -> dict[str, Any]:
     return {"model": "auto", "messages": [HI], **fields}
 
@@ -125,6 +128,23 @@ REQUESTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         wire(messages=[{"role": "user", "content": [text("Hi")]},
                        {"role": "assistant", "content": [text("No.")]},
                        {"role": "user", "content": [text("Why?")]}])),
+    "cache_control breakpoints go on their blocks, tools and tool results (LiteLLM's form)": (
+        chat(messages=[
+            {"role": "system", "content": [text("Rules."), {**text("More."), "cache_control": EPH}]},
+            {"role": "user", "content": [{**text("Hi"), "cache_control": EPH_1H}]},
+            {"role": "assistant", "tool_calls": [{"id": "t1", "type": "function",
+                                                  "function": {"name": "get_weather",
+                                                               "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "t1",
+             "content": [{**text("Sunny."), "cache_control": EPH}]}],
+             tools=[{**CHAT_TOOL, "cache_control": EPH}]),
+        wire(system=[{**text("Rules.\nMore."), "cache_control": EPH}],
+             messages=[{"role": "user", "content": [{**text("Hi"), "cache_control": EPH_1H}]},
+                       {"role": "assistant", "content": [{"type": "tool_use", "id": "t1",
+                                                          "name": "get_weather", "input": {}}]},
+                       {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                                     "content": "Sunny.", "cache_control": EPH}]}],
+             tools=[{**TOOL, "cache_control": EPH}])),
 }
 
 
@@ -154,6 +174,9 @@ REFUSED = {
         chat(messages=[HI, {"role": "assistant", "tool_calls": [
             {"id": "t", "type": "function", "function": {"name": "f", "arguments": "[1]"}}]}]),
         "messages[1].tool_calls[0].function.arguments: a tool call's arguments must be a JSON"),
+    "a cache_control that is not an object": (
+        chat(messages=[{"role": "user", "content": [{**text("Hi"), "cache_control": "yes"}]}]),
+        "messages[0].content[0].cache_control: cache_control is an object with a type"),
 }
 
 

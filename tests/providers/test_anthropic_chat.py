@@ -77,6 +77,41 @@ def test_a_stream_is_billed_the_servers_usage(client: openai.OpenAI, anthropic_g
 
 
 @pytest.mark.parametrize("stream", [False, True])
+def test_cache_control_on_a_chat_part_is_a_breakpoint_upstream(
+        client: openai.OpenAI, anthropic_gateway: Gateway, anthropic_server: AnthropicServer,
+        stream: bool) -> None:
+    """LiteLLM's form: ``cache_control`` on a chat content part. The first call writes the
+    marked system prompt to the server's cache, the second reads it; the chat door shows
+    the read as ``cached_tokens``, and both bill the server's usage to the nano-dollar."""
+    money = Money(anthropic_gateway, anthropic_server)
+    rules = f"You keep the house rules of chat-{stream}. " + "Answer briefly, cite. " * 300
+    messages: Any = [
+        {"role": "system", "content": [{"type": "text", "text": rules,
+                                        "cache_control": {"type": "ephemeral"}}]},
+        {"role": "user", "content": "Which rule applies?"}]
+    shown = []
+    for _ in range(2):
+        if stream:
+            chunks = list(client.chat.completions.create(
+                model="claude-a", messages=messages, max_tokens=16, stream=True,
+                stream_options={"include_usage": True}))
+            shown.append(chunks[-1].usage)
+        else:
+            shown.append(client.chat.completions.create(
+                model="claude-a", messages=messages, max_tokens=16).usage)
+    first, second = money.exchanges()[-2:]
+    assert first.body["system"] == [{"type": "text", "text": rules,
+                                     "cache_control": {"type": "ephemeral"}}]
+    written = (first.usage or {})["cache_creation_input_tokens"]
+    assert written > 1024 and (second.usage or {})["cache_read_input_tokens"] == written
+    assert shown[1] is not None and shown[1].prompt_tokens_details is not None
+    assert shown[1].prompt_tokens_details.cached_tokens == written
+    assert money.breaches() == []
+    spent, expected = money.settled()
+    assert spent == expected > 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
 def test_a_forced_tool_call(client: openai.OpenAI, anthropic_gateway: Gateway,
                             anthropic_server: AnthropicServer, stream: bool) -> None:
     money = Money(anthropic_gateway, anthropic_server)
