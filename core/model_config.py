@@ -156,6 +156,12 @@ class ModelConfig(Strict):
     simulate: SimulateConfig | None = None
     scheduler: SchedulerConfig = SchedulerConfig()
     load_metrics: LoadMetricsConfig | None = None
+    # Whether the upstream reads a repeated prompt prefix from a cache: cache-aware routing
+    # prices the turns a model served at its cached price, with no prefill, only where it
+    # does. automatic: any repeated prefix (vLLM, SGLang, llama.cpp, OpenAI, Azure);
+    # breakpoints: up to the request's cache_control marks, none without (Anthropic,
+    # Bedrock); none. auto: by backend (a simulated model: its simulate.prefix_cache).
+    prefix_cache: Literal["auto", "automatic", "breakpoints", "none"] = "auto"
 
     @field_validator("base_url")
     @classmethod
@@ -193,6 +199,17 @@ class ModelConfig(Strict):
         if lm is not None and lm.format != "none" and not lm.url and not self.base_url:
             raise ValueError("load_metrics needs a url (or the model a base_url)")
         return self
+
+    @property
+    def prefix_cache_kind(self) -> str:
+        """``prefix_cache`` with ``auto`` resolved by backend."""
+        if self.prefix_cache != "auto":
+            return self.prefix_cache
+        if self.backend in ("anthropic", "bedrock"):
+            return "breakpoints"
+        if self.backend == "simulated":
+            return "automatic" if self.simulate is None or self.simulate.prefix_cache else "none"
+        return "automatic"
 
     @property
     def base_urls(self) -> list[str]:
@@ -269,10 +286,11 @@ class ModelFacts:
     price: Rates
     simulate: SimulateConfig | None
     first_byte_s: float         # timeouts.first_byte_s
+    prefix_cache: str           # prefix_cache_kind: automatic | breakpoints | none
 
     @classmethod
     def of(cls, m: ModelConfig) -> ModelFacts:
         return cls(m, m.name, m.kind, m.backend, m.tokenizer, m.context_window,
                    m.max_output_tokens, tuple(m.pools), m.ability, m.family, m.wire_model,
                    m.output_cap_param, m.energy_j_per_token, Rates.of(m.price),
-                   m.simulate, m.timeouts.first_byte_s)
+                   m.simulate, m.timeouts.first_byte_s, m.prefix_cache_kind)

@@ -21,7 +21,7 @@ from classifiers.pair_heads import chained
 from classifiers.prompt import structured_tokens
 from gateway.money.ceiling import Demand
 from gateway.pipeline.request import EMBEDDING, ModelRequest
-from gateway.pipeline.warm import Warm, prefix_chain
+from gateway.pipeline.warm import Warm, has_breakpoints, prefix_chain
 
 if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel, PromptScore
@@ -77,15 +77,18 @@ class RequestFeatures:
     # Per model, the longest prefix of this prompt it served lately (warm.py): what its
     # upstream probably still caches.
     warm: dict[str, Warm] = field(default_factory=dict)
+    breakpoints: bool = False            # it marks cache_control (warm.has_breakpoints)
 
     def prompt_tokens(self, encoding: str) -> int:
         return self.token_counts[encoding]
 
     def cached_tokens(self, model: ModelFacts) -> int:
         """The prompt tokens ``model``'s upstream probably holds cached (never the whole
-        prompt: at least one token is read anew)."""
+        prompt: at least one token is read anew): none where it keeps no prefix cache,
+        or caches only at breakpoints and this request marks none."""
         warm = self.warm.get(model.name) if self.warm else None
-        if warm is None:
+        if warm is None or model.prefix_cache == "none" or (
+                model.prefix_cache == "breakpoints" and not self.breakpoints):
             return 0
         return max(0, min(warm.tokens, self.prompt_tokens(model.tokenizer) - 1))
 
@@ -118,8 +121,11 @@ def _measure_sync(req: ModelRequest, encodings: set[str], scorer: Scorer | None,
     demand = Demand(counts, len(req.messages), req.max_tokens, req.choices,
                     generates=req.operation != EMBEDDING,
                     inputs=1 if req.templated else len(req.messages))
+    cache_aware = chain and req.templated
     return RequestFeatures(counts, expected, demand, score, classify_s=spent, scorer=scorer,
-                           chain=prefix_chain(req.body) if chain and req.templated else None)
+                           chain=prefix_chain(req.body) if cache_aware else None,
+                           breakpoints=cache_aware and has_breakpoints(
+                               req.native.body if req.native is not None else req.body))
 
 
 async def measure(req: ModelRequest, encodings: set[str], scorer: Scorer | None,

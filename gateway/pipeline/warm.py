@@ -98,6 +98,26 @@ def prefix_chain(body: dict[str, Any]) -> list[bytes]:
     return chain
 
 
+def has_breakpoints(body: dict[str, Any]) -> bool:
+    """Whether a request marks prompt-cache breakpoints (``cache_control``: Anthropic's
+    body, top level or on a system block, tool, message or content part; the chat door's
+    parts and tools, LiteLLM's form): an upstream that caches only at breakpoints
+    (Anthropic, Bedrock) reads this request's prefix from its cache only then."""
+    if "cache_control" in body:
+        return True
+    for key in ("system", "tools", "messages"):
+        items = body.get(key)
+        for item in items if isinstance(items, list) else ():
+            if isinstance(item, dict):
+                if "cache_control" in item:
+                    return True
+                content = item.get("content")
+                if isinstance(content, list) and any(
+                        isinstance(part, dict) and "cache_control" in part for part in content):
+                    return True
+    return False
+
+
 def _read_as(message: dict[str, Any]) -> dict[str, Any]:
     """``message`` as the model reads it: without breakpoints, a lone text part as text."""
     content = message.get("content")

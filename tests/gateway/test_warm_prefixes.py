@@ -346,7 +346,9 @@ def test_a_subscription_lost_with_its_cluster_node_is_taken_up_on_another(
                                            nodes.nodes[0].port):
                     break
             else:
-                raise AssertionError("no failover within 30 s")
+                raise AssertionError("no failover within 30 s:\n" + subprocess.run(
+                    [REDIS_CLI, "-p", str(nodes.nodes[1].port), "cluster", "nodes"],
+                    capture_output=True, text=True, timeout=5).stdout)
             one.remember("t", chain[-1], Warm("large", 1, 600, time.time()))
             for _ in range(1000):                         # at most 10 s
                 if two.find("t", chain) is not None:
@@ -419,6 +421,94 @@ def test_a_published_message_that_does_not_fit_is_skipped(data: object) -> None:
     assert warm.take(data, frozenset({"t"}), "me") == 0
     assert warm.take(b'{"from": "x", "entries": [["t", "00", "m", 0, 1, %f]]}' % time.time(),
                      frozenset({"t"}), "me") == 1
+
+
+@pytest.mark.parametrize("backend, extra, kind", [
+    ("openai_compat", {"base_url": "http://127.0.0.1:1"}, "automatic"),
+    ("azure_openai", {"base_url": "http://127.0.0.1:1", "upstream_model": "d"}, "automatic"),
+    ("anthropic", {}, "breakpoints"),
+    ("bedrock", {"region": "us-east-1", "upstream_model": "m"}, "breakpoints"),
+    ("simulated", {}, "automatic"),
+    ("simulated", {"simulate": {"prefix_cache": False}}, "none"),
+    ("openai_compat", {"base_url": "http://127.0.0.1:1", "prefix_cache": "none"}, "none"),
+])
+def test_which_upstreams_read_a_prefix_from_their_cache(backend: str, extra: dict,
+                                                        kind: str) -> None:
+    """A warm prefix is priced cached only where the upstream caches: any prefix (vLLM,
+    llama.cpp, OpenAI, Azure), only at the request's breakpoints (Anthropic, Bedrock), or
+    never; ``prefix_cache`` overrides the backend's default."""
+    from core.model_config import ModelConfig, ModelFacts
+    from gateway.pipeline.features import RequestFeatures
+
+    facts = ModelFacts.of(ModelConfig.model_validate(
+        {"name": "m", "backend": backend, "price": {"input_per_mtok": 1, "output_per_mtok": 1},
+         **extra}))
+    assert facts.prefix_cache == kind
+    cached = {}
+    for marked in (False, True):
+        features = RequestFeatures({facts.tokenizer: 1000}, 10, None,  # type: ignore[arg-type]
+                                   warm={"m": Warm("m", 0, 800)}, breakpoints=marked)
+        cached[marked] = features.cached_tokens(facts)
+    assert cached == {"automatic": {False: 800, True: 800},
+                      "breakpoints": {False: 0, True: 800}, "none": {False: 0, True: 0}}[kind]
+
+
+def test_a_breakpoint_is_found_wherever_a_client_marks_one() -> None:
+    from gateway.pipeline.warm import has_breakpoints
+    mark = {"cache_control": {"type": "ephemeral"}}
+    assert not has_breakpoints(body("a", "b"))
+    assert has_breakpoints({"messages": [], **mark})                        # Anthropic's top level
+    assert has_breakpoints({"system": [{"type": "text", "text": "s", **mark}], "messages": []})
+    assert has_breakpoints({"tools": [{"name": "f", **mark}], "messages": []})
+    assert has_breakpoints({"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "a"}, {"type": "text", "text": "b", **mark}]}]})
+    assert not has_breakpoints({"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "cache_control"}]}], "system": "cache_control"})
+
+
+@pytest.mark.parametrize("prefix_cache, kept", [(True, "warm-a"), (False, "warm-b")])
+def test_a_prefix_is_priced_warm_only_on_an_upstream_that_caches(prefix_cache: bool,
+                                                                 kept: str) -> None:
+    """Two in-process simulated models: ``warm-a`` (dearer) serves a session's first turn,
+    asked ``auto:0.9``; the second, plain ``auto``, stays there only when ``warm-a``'s
+    upstream keeps a prefix cache (``simulate.prefix_cache``), whose count the simulator
+    reports; without one it goes to the cheaper ``warm-b``, as routing blind would."""
+    from loadtest.servers import TEST_KEY, hashed, run_gateway
+
+    def model(name: str, ability: float, price: float, **sim: object) -> dict:
+        return {"name": name, "backend": "simulated", "ability": ability,
+                "price": {"input_per_mtok": price, "output_per_mtok": 2 * price,
+                          "cached_input_per_mtok": price / 10},
+                "context_window": 16384, "max_output_tokens": 512,
+                "simulate": {"tpot_ms": 1, "prefill_tokens_per_s": 1_000_000, "seed": 7,
+                             "output_tokens_mean": 8, **sim}}
+    config = {"models": [model("warm-a", 0.97, 1.0, prefix_cache=prefix_cache),
+                         model("warm-b", 0.75, 0.9)],
+              "teams": [{"name": "test", "keys": [hashed(TEST_KEY)], "quality": 0.1}],
+              "redis_url": "redis://127.0.0.1:6379/0", "metrics": {"enabled": False},
+              "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
+              "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}", "worker_in_serve": False}}
+    rules = "session rules. " + " ".join(random.Random(3).choice(["cache", "prefix", "agent"])
+                                         for _ in range(1200))
+
+    def ask(url: str, model: str, messages: list) -> tuple[str, int, str]:
+        r = httpx.post(url + "/v1/chat/completions", timeout=60,
+                       headers={"authorization": f"Bearer {TEST_KEY}"},
+                       json={"model": model, "messages": messages, "max_tokens": 16})
+        r.raise_for_status()
+        details = r.json()["usage"].get("prompt_tokens_details") or {}
+        return (r.headers["x-routegate-model"], details.get("cached_tokens") or 0,
+                r.json()["choices"][0]["message"]["content"] or "")
+
+    with run_gateway(config) as gw:
+        first = [{"role": "system", "content": rules}, {"role": "user", "content": "Summarise."}]
+        model_1, _, said = ask(gw.url, "auto:0.9", first)
+        second = [*first, {"role": "assistant", "content": said},
+                  {"role": "user", "content": "Shorter."}]
+        model_2, cached, _ = ask(gw.url, "auto", second)
+    assert model_1 == "warm-a"
+    assert model_2 == kept
+    assert (cached > 1000) == prefix_cache
 
 
 def test_a_12_turn_agent_session_on_the_demo_fleet_stays_on_its_warm_model() -> None:
