@@ -173,6 +173,40 @@ def test_a_second_gateway_process_finds_the_warm_prefix_the_first_served() -> No
     assert got["cached_share"] > 0.9
 
 
+class Sharing:
+    """Two replicas' records (``one``, ``two``) running their sharing tasks: each
+    ``(client, subscriber)`` its own, as the gateway wires them (``WarmPrefixes.run``)."""
+
+    def __init__(self, wiring: list[tuple[object, Callable[[], object]]], tag_of: Callable,
+                 teams: Callable[[], frozenset[str]], channel: str) -> None:
+        self.one, self.two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
+        self.tasks = [asyncio.create_task(r.run(client, tag_of, teams, channel, subscribe, name))
+                      for r, (client, subscribe), name in zip(
+                          (self.one, self.two), wiring, ("one", "two"), strict=True)]
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+async def until(done: Callable[[], Awaitable[bool] | bool], seconds: float,
+                every: float = 0.01) -> bool:
+    """Ask ``done()`` every ``every`` s for at most ``seconds``: whether it came."""
+    deadline = time.monotonic() + seconds
+    while True:
+        got = done()
+        if not isinstance(got, bool):
+            got = await got
+        if got or time.monotonic() > deadline:
+            return got
+        await asyncio.sleep(every)
+
+
+async def subscribed(node: aioredis.Redis, channel: str, n: int = 2) -> bool:
+    return (await node.pubsub_numsub(channel))[0][1] == n
+
+
 def test_a_served_prefix_is_pushed_to_the_other_replicas_before_any_poll(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The record's push: two replicas running their sharing tasks on the real Redis, the
@@ -184,29 +218,19 @@ def test_a_served_prefix_is_pushed_to_the_other_replicas_before_any_poll(
 
     async def run() -> tuple[Warm | None, int]:
         client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
-        one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
         def subscribe() -> aioredis.Redis:
             return aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
-        tasks = [asyncio.create_task(r.run(client, tags.tag, lambda: frozenset({"t"}), channel,
-                                           subscribe, name))
-                 for r, name in ((one, "one"), (two, "two"))]
+        replicas = Sharing([(client, subscribe)] * 2, tags.tag, lambda: frozenset({"t"}), channel)
+        one, two = replicas.one, replicas.two
         try:
-            for _ in range(500):                      # at most 5 s
-                if (await client.pubsub_numsub(channel))[0][1] == 2:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: subscribed(client, channel), 5)
             one.remember("t", chain[-1], Warm("large", 3, 800, time.time()))
-            for _ in range(500):                      # at most 5 s
-                if two.find("t", chain) is not None:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: two.find("t", chain) is not None, 5)
             own = one.take(orjson.dumps({"from": "one", "entries": [
                 ("t", b"x".hex(), "small", 0, 1, time.time())]}), frozenset({"t"}), "one")
             return two.find("t", chain), own
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await replicas.close()
             await client.delete(f"{tags.tag('t')}:warm", f"{tags.tag('t')}:warm:at")
             await client.aclose()
     found, own = asyncio.run(run())
@@ -226,29 +250,21 @@ def test_a_team_a_reload_adds_is_shared_too(monkeypatch: pytest.MonkeyPatch) -> 
 
     async def run() -> tuple[Warm | None, Warm | None]:
         client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
-        one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
-        tasks = [asyncio.create_task(r.run(client, tags.tag, lambda: frozenset(served),
-                                           channel, lambda: aioredis.Redis.from_url(
-                                               "redis://127.0.0.1:6379/0"), name))
-                 for r, name in ((one, "one"), (two, "two"))]
+        def subscribe() -> aioredis.Redis:
+            return aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+        replicas = Sharing([(client, subscribe)] * 2, tags.tag, lambda: frozenset(served),
+                           channel)
+        one, two = replicas.one, replicas.two
         try:
-            for _ in range(500):                      # at most 5 s
-                if (await client.pubsub_numsub(channel))[0][1] == 2:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: subscribed(client, channel), 5)
             served.add("u")                           # the reload
             served.discard("t")
             one.remember("t", gone[-1], Warm("large", 0, 100, time.time()))
             one.remember("u", late[-1], Warm("large", 2, 900, time.time()))
-            for _ in range(500):                      # at most 5 s
-                if two.find("u", late) is not None:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: two.find("u", late) is not None, 5)
             return two.find("u", late), two.find("t", gone)
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await replicas.close()
             await client.delete(*(f"{tags.tag(t)}:warm{s}" for t in "tu" for s in ("", ":at")))
             await client.aclose()
     found, skipped = asyncio.run(run())
@@ -270,28 +286,18 @@ def test_the_push_reaches_a_replica_of_a_redis_cluster(
 
     async def run(url: str) -> Warm | None:
         handles = [await open_redis(url, tmp_path) for _ in range(2)]
-        one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
-        tags = KeySpace("rgtest", "UTC")
-        tasks = [asyncio.create_task(r.run(h.client, tags.tag, lambda: frozenset({"t"}), "rgtest:warm",
-                                           partial(subscriber, h.url), name))
-                 for r, h, name in ((one, handles[0], "one"), (two, handles[1], "two"))]
+        replicas = Sharing([(h.client, partial(subscriber, h.url)) for h in handles],
+                           KeySpace("rgtest", "UTC").tag, lambda: frozenset({"t"}), "rgtest:warm")
+        one, two = replicas.one, replicas.two
         try:
             node = aioredis.Redis.from_url(handles[0].url)   # where both subscribe
-            for _ in range(500):                          # at most 5 s
-                if (await node.pubsub_numsub("rgtest:warm"))[0][1] == 2:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: subscribed(node, "rgtest:warm"), 5)
             await node.aclose()
             one.remember("t", chain[-1], Warm("large", 1, 600, time.time()))
-            for _ in range(500):                          # at most 5 s
-                if two.find("t", chain) is not None:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: two.find("t", chain) is not None, 5)
             return two.find("t", chain)
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await replicas.close()
             for handle in handles:
                 await handle.close()
 
@@ -327,38 +333,24 @@ def test_a_subscription_lost_with_its_cluster_node_is_taken_up_on_another(
 
     async def run(nodes: RedisClusterNodes) -> Warm | None:
         handles = [await open_redis(nodes.url, tmp_path) for _ in range(2)]
-        one, two = WarmPrefixes(ttl_s=60), WarmPrefixes(ttl_s=60)
-        tags = KeySpace("rgtest", "UTC")
-        tasks = [asyncio.create_task(r.run(h.client, tags.tag, lambda: frozenset({"t"}), "rgtest:warm",
-                                           subscribers(h), name))
-                 for r, h, name in ((one, handles[0], "one"), (two, handles[1], "two"))]
+        replicas = Sharing([(h.client, subscribers(h)) for h in handles],
+                           KeySpace("rgtest", "UTC").tag, lambda: frozenset({"t"}), "rgtest:warm")
+        one, two = replicas.one, replicas.two
         try:
             node = aioredis.Redis.from_url(nodes.nodes[0].url)
-            for _ in range(500):                          # at most 5 s
-                if (await node.pubsub_numsub("rgtest:warm"))[0][1] == 2:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: subscribed(node, "rgtest:warm"), 5)
             await node.aclose()
             nodes.nodes[0].kill()
-            for _ in range(300):                          # at most 30 s: the failover
-                await asyncio.sleep(0.1)
-                if await asyncio.to_thread(failed_over, nodes.nodes[1].port,
-                                           nodes.nodes[0].port):
-                    break
-            else:
+            if not await until(lambda: asyncio.to_thread(failed_over, nodes.nodes[1].port,
+                                                         nodes.nodes[0].port), 30, 0.1):
                 raise AssertionError("no failover within 30 s:\n" + subprocess.run(
                     [REDIS_CLI, "-p", str(nodes.nodes[1].port), "cluster", "nodes"],
                     capture_output=True, text=True, timeout=5).stdout)
             one.remember("t", chain[-1], Warm("large", 1, 600, time.time()))
-            for _ in range(1000):                         # at most 10 s
-                if two.find("t", chain) is not None:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: two.find("t", chain) is not None, 10)
             return two.find("t", chain)
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await replicas.close()
             for handle in handles:
                 await handle.close()
 
