@@ -169,7 +169,8 @@ def _ngram_features(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 def dense_features(
-    text: str, lowered: str, raw: np.ndarray, n_messages: int, flags: tuple[bool, bool]
+    text: str, lowered: str, raw: np.ndarray, n_messages: int, flags: tuple[bool, bool],
+    n_chars: int | None = None,
 ) -> np.ndarray:
     """Hand-made markers, each scaled to roughly [0, 1] so one L2 penalty fits all.
 
@@ -180,7 +181,7 @@ def dense_features(
     non_ascii = int(np.count_nonzero(raw >= 0xC0))  # UTF-8 lead bytes = non-ASCII chars
     cjk = int(np.count_nonzero((raw >= 0xE3) & (raw <= 0xED)))  # U+3000..U+DFFF
     values = (
-        math.log1p(len(text) / 4.0) / 8.0,
+        math.log1p((len(text) if n_chars is None else n_chars) / 4.0) / 8.0,
         math.log(max(n_messages, 1)) / 3.0,
         float(flags[0]),
         float(flags[1]),
@@ -200,12 +201,15 @@ def dense_features(
 
 
 def featurize(
-    text: str, *, n_messages: int = 1, has_tools: bool = False, has_response_format: bool = False
+    text: str, *, n_messages: int = 1, has_tools: bool = False, has_response_format: bool = False,
+    n_chars: int | None = None,
 ) -> Features:
-    """Features of one prompt; cost is bounded by ``HEAD_CHARS + TAIL_CHARS``."""
+    """Features of one prompt; cost is bounded by ``HEAD_CHARS + TAIL_CHARS``. ``n_chars``:
+    the whole prompt's length when ``text`` keeps only its head and tail."""
     window = bounded_window(text)
     lowered = window.lower()
     raw = np.frombuffer(lowered.encode("utf-8", "replace"), dtype=np.uint8)
     indices, values, n_words = _ngram_features(raw)
-    dense = dense_features(text, lowered, raw, n_messages, (has_tools, has_response_format))
+    dense = dense_features(text, lowered, raw, n_messages, (has_tools, has_response_format),
+                           n_chars)
     return Features(indices=indices, values=values, dense=dense, n_words=n_words)

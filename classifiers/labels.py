@@ -7,8 +7,10 @@ One JSON object per line: ``prompt`` (a string, or ``messages`` in the OpenAI
 format), ``model`` (any name: the shipped model need not know it) and
 ``score`` in [0, 1] (1: that model's answer was right, or preferred). A prompt
 may appear on many lines, once per model that answered it. Bounded: at most
-``MAX_LINES`` lines, ``MAX_MODELS`` model names, and each prompt's text is cut
-to ``MAX_PROMPT_CHARS`` (the featurizer reads only its head and tail anyway).
+``MAX_LINES`` lines, ``MAX_MODELS`` model names; each prompt is sketched whole, as
+the gateway sketches it when it serves it, and what is kept of its text for the
+static embedding is at most ``MAX_PROMPT_CHARS``, its head and its last
+``TAIL_CHARS`` (``kept_text``: what the featurizer and the embedding read).
 A bad line is an error naming its line number, not skipped: labels are money.
 """
 
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 MAX_LINES = 500_000
 MAX_MODELS = 64
 MAX_PROMPT_CHARS = 20_000
+TAIL_CHARS = 2_000          # past the featurizer's and the static embedding's tails
 MAX_LINE_BYTES = 4 * 1024 * 1024   # one label line (a prompt or its messages, as JSON)
 
 
@@ -128,7 +131,15 @@ def _prompt_of(obj: dict, line_no: int) -> tuple[str, int]:
         text, n_messages = prompt, 1
     if not text.strip():
         raise LabelError(f"line {line_no}: the prompt is empty")
-    return text[:MAX_PROMPT_CHARS], n_messages
+    return text, n_messages
+
+
+def kept_text(text: str) -> str:
+    """What is kept of a prompt's text: all of it within ``MAX_PROMPT_CHARS``, else its
+    head and its last ``TAIL_CHARS``, so that what reads a prompt's end reads this one's."""
+    if len(text) <= MAX_PROMPT_CHARS:
+        return text
+    return text[:MAX_PROMPT_CHARS - TAIL_CHARS] + text[-TAIL_CHARS:]
 
 
 class LabelSet:
@@ -213,7 +224,9 @@ def parse_labels(lines: Iterable[bytes | None]) -> Labels:
         obj = json_object(line, f"line {line_no}")
         text, n_messages = _prompt_of(obj, line_no)
         model, score = check_label(obj.get("model"), obj.get("score"), f"line {line_no}")
-        labels.add(digest_of(text), partial(sketch_of, text, n_messages=n_messages),
+        kept = kept_text(text)
+        labels.add(digest_of(kept), partial(sketch_of, kept, n_messages=n_messages,
+                                            n_chars=len(text)),
                    model, score, f"line {line_no}")
     return labels.build()
 
@@ -225,7 +238,7 @@ def prompt_texts(path: str | Path) -> dict[bytes, str]:
     with open(path, "rb") as fh:
         for line_no, line in enumerate(fh, 1):
             if line.strip():
-                text, _ = _prompt_of(orjson.loads(line), line_no)
+                text = kept_text(_prompt_of(orjson.loads(line), line_no)[0])
                 out.setdefault(digest_of(text), text)
     return out
 

@@ -58,11 +58,12 @@ _REQUEST_STEMS = (
 )
 
 
-def shape_features(text: str) -> np.ndarray:
-    """Size and shape of the request, no benchmark vocabulary; bounded cost."""
+def shape_features(text: str, n_chars: int | None = None) -> np.ndarray:
+    """Size and shape of the request, no benchmark vocabulary; bounded cost (``n_chars``:
+    as ``featurize``'s)."""
     lowered = bounded_window(text).lower()
     return np.asarray((
-        math.log1p(len(text) / 4.0) / 8.0,
+        math.log1p((len(text) if n_chars is None else n_chars) / 4.0) / 8.0,
         math.log1p(len(_NUMBER_RE.findall(lowered))) / 4.0,
         math.log1p(sum(map(lowered.count, _OPERATORS))) / 4.0,
         min(lowered.count("?"), 10) / 10.0,

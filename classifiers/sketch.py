@@ -125,11 +125,12 @@ def digest_of(text: str) -> bytes:
 
 
 def sketch_of(text: str, *, n_messages: int = 1, has_tools: bool = False,
-              has_response_format: bool = False) -> PromptSketch:
-    """The sketch of one prompt; bounded cost, as ``featurize``."""
+              has_response_format: bool = False, n_chars: int | None = None) -> PromptSketch:
+    """The sketch of one prompt; bounded cost, as ``featurize``. ``n_chars``: the whole
+    prompt's length when ``text`` is what a label keeps of it (``labels.kept_text``)."""
     feats = features.featurize(text, n_messages=n_messages, has_tools=has_tools,
-                               has_response_format=has_response_format)
-    return PromptSketch(digest_of(text), feats, shape_features(text))
+                               has_response_format=has_response_format, n_chars=n_chars)
+    return PromptSketch(digest_of(text), feats, shape_features(text, n_chars))
 
 
 def sketch_of_messages(messages: list[dict], *, has_tools: bool = False,

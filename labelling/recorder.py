@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from classifiers.complexity import conversation_text
-from classifiers.labels import MAX_PROMPT_CHARS
+from classifiers.labels import kept_text
 from classifiers.sketch import sketch_of
 from core.learning_config import LearningSettings
 from labelling.running import RunningMarks
@@ -49,10 +49,11 @@ MAX_RUNNING_WAITING = 4     # per team, apart from those: waiting on ids marked 
 @dataclass(slots=True)
 class _Pending:
     write: Write
-    text: str                           # the conversation, as the classifier reads it
+    text: str                           # the conversation as a label keeps it (kept_text)
     n_messages: int
     flags: tuple[bool, bool]            # has_tools, has_response_format
     keep_text: bool
+    n_chars: int                        # the whole conversation's length
 
 
 @dataclass
@@ -84,14 +85,15 @@ class Recorder:
             return
         # As a label file's prompt is read (``classifiers/labels.py``): the same
         # prompt gets the same digest and sketch on either path.
-        text = conversation_text(messages)[:MAX_PROMPT_CHARS]
+        whole = conversation_text(messages)
+        text, n_chars = kept_text(whole), len(whole)
         if (len(self._pending) >= self.settings.max_pending
                 or self._chars + len(text) > MAX_PENDING_CHARS):
             self.dropped += 1
             return
         write = Write(team, request_id, b"", labels=list(labels or ()), served_model=served_model)
         self._pending.append(_Pending(write, text, max(len(messages), 1),
-                                      (has_tools, has_response_format), keep_text))
+                                      (has_tools, has_response_format), keep_text, n_chars))
         self._chars += len(text)
 
     async def feedback(self, team: str, request_id: str, score: float, *,
@@ -195,7 +197,7 @@ def _release(waiting: Counter[str], team: str, taken: bool) -> None:
 def _finish(item: _Pending) -> Write:
     has_tools, has_format = item.flags
     sketch = sketch_of(item.text, n_messages=item.n_messages, has_tools=has_tools,
-                       has_response_format=has_format)
+                       has_response_format=has_format, n_chars=item.n_chars)
     item.write.sketch = sketch.to_bytes()
     item.write.text = item.text if item.keep_text else None
     return item.write

@@ -205,11 +205,12 @@ async def test_a_miss_count_that_lost_its_expiry_still_ends(store) -> None:
 @on_redis
 async def test_a_long_prompt_has_one_digest_from_traffic_and_from_a_label_file(store) -> None:
     """``learn`` knows the prompts an artifact was fitted on by digest, from either
-    source: a prompt past MAX_PROMPT_CHARS is cut the same way on both."""
+    source: a prompt past MAX_PROMPT_CHARS is kept the same way on both (its head and
+    tail), and sketched as the gateway sketches the whole prompt."""
     import orjson
 
     from classifiers.labels import MAX_PROMPT_CHARS, parse_labels
-    from classifiers.sketch import PromptSketch
+    from classifiers.sketch import PromptSketch, sketch_of_messages
     from labelling.recorder import _finish
 
     labels, settings = store
@@ -219,8 +220,12 @@ async def test_a_long_prompt_has_one_digest_from_traffic_and_from_a_label_file(s
     from_traffic = PromptSketch.from_bytes(_finish(recorder._pending[0]).sketch).digest
     lines = [orjson.dumps({"messages": messages, "model": m, "score": 1.0})
              for m in ("small", "large")]
-    from_file = parse_labels(lines).prompts[0].digest
-    assert from_traffic == from_file
+    from_file = parse_labels(lines).prompts[0]
+    assert from_traffic == from_file.digest
+    served = sketch_of_messages(messages)
+    assert (from_file.feats.dense == served.feats.dense).all()
+    assert (from_file.feats.indices == served.feats.indices).all()
+    assert (from_file.shape == served.shape).all()
 
 
 @on_redis
