@@ -18,8 +18,8 @@ here is a mix of three parts, so one formula serves them all:
 
 ``mix`` weighs them: (1, 0, 0) is the IRT alone, (0, 1, 0) the ridge head, and
 a blend any convex mix. The mix is then calibrated: an increasing map, fitted
-on the pair's held-out labels, from the raw mix to the gain those prompts
-showed, since a head chosen for its ranking may be off in scale, and the
+on the mix's out-of-fold outputs over the pair's labels, from the raw mix to the
+gain those prompts showed, since a head chosen for its ranking may be off in scale, and the
 router compares the gain itself with the quality target. ``chained`` turns gains into each model's P(correct):
 the top model keeps the item-response model's P, and each lower model gets the
 next one's P less the pair's gain. So the weaker neighbour serves a quality
@@ -51,8 +51,8 @@ class PairHead:
     knn_x: np.ndarray          # (n, dims) float16, unit rows; empty without a knn part
     knn_y: np.ndarray          # (n,) the labelled gains
     knn_k: int
-    calib_x: np.ndarray        # the raw gain's isotonic calibration on the held-out
-    calib_y: np.ndarray        # labels (piecewise linear); empty: none
+    calib_x: np.ndarray        # the raw gain's calibration (lab/pair_heads.py), piecewise
+    calib_y: np.ndarray        # linear, flat beyond its ends; empty: none
 
     def gain(self, emb: np.ndarray | None, irt_gain: float) -> float:
         """The predicted gain, calibrated; ``emb`` is needed when a ridge or knn part

@@ -84,6 +84,16 @@ def pgr_curve(ranking: np.ndarray, strong: np.ndarray, weak: np.ndarray) -> np.n
     return (quality - weak.mean()) / (strong.mean() - weak.mean())
 
 
+def gap_is_clear(strong: np.ndarray, weak: np.ndarray) -> bool:
+    """Whether the strong model's lead on these prompts is above zero beyond its noise
+    (the lower end of its normal 95% interval): APGR divides by that lead, and on a
+    lead near zero or below it any ranking scores anything, the worst the best."""
+    gains = np.asarray(strong, float) - np.asarray(weak, float)
+    if gains.size < 2:
+        return False
+    return float(gains.mean() - 1.96 * gains.std(ddof=1) / np.sqrt(gains.size)) > 0
+
+
 def apgr_cpt(ranking: np.ndarray, strong: np.ndarray, weak: np.ndarray) -> tuple[float, float]:
     curve = pgr_curve(ranking, strong, weak)
     reached = np.flatnonzero(curve >= 0.5)

@@ -40,7 +40,7 @@ from classifiers.complexity import ComplexityModel
 from classifiers.labels import Labels
 from classifiers.sketch import PromptSketch
 from lab.design import feature_matrix
-from lab.evaluation import apgr_cpt
+from lab.evaluation import apgr_cpt, gap_is_clear
 
 log = logging.getLogger("routegate.learn")
 
@@ -205,17 +205,21 @@ def choose_lambda(base: Base, labels: Labels, train: np.ndarray, seed: int
     run from the strongest down, each starting from the last one's solution."""
     prompts = np.flatnonzero(train)
     fold = np.random.default_rng(seed).integers(0, 3, len(labels.prompts))
-    totals = dict.fromkeys(LAMBDAS, 0.0)
+    totals, ran = dict.fromkeys(LAMBDAS, 0.0), 0
     for k in range(3):
         fit_rows = np.flatnonzero(np.isin(labels.prompt, prompts[fold[prompts] != k]))
         val_rows = np.flatnonzero(np.isin(labels.prompt, prompts[fold[prompts] == k]))
         if not (fit_rows.size and val_rows.size):
             continue
+        ran += 1
         warm = None
         for lam in sorted(LAMBDAS, reverse=True):
             fit, warm = _solve(base, labels, fit_rows, lam, warm)
             totals[lam] += _log_loss(fit, base, labels, val_rows)
-    losses = {lam: totals[lam] / 3 for lam in LAMBDAS}
+    if not ran:
+        raise ValueError("too few training prompts for a 3-fold cross-validation of the "
+                         "penalty: label more, or hold out less (--held-out)")
+    losses = {lam: totals[lam] / ran for lam in LAMBDAS}    # the folds that ran
     return min(losses, key=lambda lam: losses[lam]), losses
 
 
@@ -224,7 +228,7 @@ def held_out_apgr(labels: Labels, held: np.ndarray, strong: int, weak: int,
     """APGR on the held-out prompts both answered, sending them to the strong
     model in order of ``need`` (per prompt, larger first)."""
     index, s, w = labels.pair_scores(held, strong, weak)
-    if index.size < 10 or abs(s.mean() - w.mean()) < 1e-9:
+    if index.size < 10 or not gap_is_clear(s, w):
         return None, int(index.size)
     ranking = np.argsort(-need[index], kind="stable")
     return apgr_cpt(ranking, s, w)[0], int(index.size)

@@ -115,9 +115,16 @@ def test_the_cli_writes_an_artifact_that_classify_and_the_model_load(tmp_path: P
     labels = tmp_path / "labels.jsonl"
     labels.write_bytes(b"\n".join(label_lines()) + b"\n")
     out = tmp_path / "learned"
+    # 72 labelled prompts: under the 100 a pair is compared on, so nothing vouches for a
+    # write (refused, saying so) unless forced
+    refused = subprocess.run([sys.executable, "-m", "routegate", "learn", "--labels",
+                              str(labels), "--out", str(out)], capture_output=True, text=True,
+                             timeout=300)
+    assert refused.returncode == 1 and "needs more labels" in refused.stderr
+    assert not out.exists()
     run = subprocess.run([sys.executable, "-m", "routegate", "learn", "--labels",
-                          str(labels), "--out", str(out)], capture_output=True, text=True,
-                         timeout=300)
+                          str(labels), "--out", str(out), "--force"], capture_output=True,
+                         text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "held-out APGR  after" in run.stdout and (out / "complexity.npz").is_file()
     provenance = json.loads((out / "LEARNED.json").read_text())
@@ -212,7 +219,7 @@ def test_compare_encoder_ranks_the_same_held_out_half_with_the_reading_encoder(
     labels = tmp_path / "labels.jsonl"
     labels.write_bytes(b"\n".join(label_lines()) + b"\n")
     run = subprocess.run([sys.executable, "-m", "routegate", "learn", "--labels", str(labels),
-                          "--out", str(tmp_path / "learned"), "--compare-encoder"],
+                          "--out", str(tmp_path / "learned"), "--compare-encoder", "--force"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     figures = {line.split(":")[0].strip(): line.rsplit(" ", 1)[-1]

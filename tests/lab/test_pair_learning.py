@@ -105,6 +105,11 @@ def test_learn_refuses_a_head_whose_gain_interval_reaches_zero(tmp_path: Path) -
     assert not out.exists()
     forced = _learn(tmp_path, label_lines(noise=True), "--out", str(out), "--force")
     assert forced.returncode == 0 and (out / "complexity.npz").is_file()
+    # --force writes the artifact, not the head its figures did not keep: IRT alone
+    [pair] = json.loads((out / "LEARNED.json").read_text())["pairs"]
+    assert pair["passes"] is False and pair["kept"] == "irt"
+    arrays = np.load(out / "complexity.npz")
+    assert list(arrays["pair_kind"]) == ["irt"] and arrays["pair_calib_0"].size == 0
 
 
 def test_with_few_labelled_prompts_learn_says_how_many_more_it_needs(tmp_path: Path) -> None:
@@ -112,6 +117,58 @@ def test_with_few_labelled_prompts_learn_says_how_many_more_it_needs(tmp_path: P
     assert "needs more labels: 60 labelled prompts, about 100 wanted (40 more)" in run.stderr
     assert "needs more labels: 60 prompts both answered" in run.stdout
     assert "ridge" not in run.stdout           # no static head on 60 prompts
+    lines = label_lines(n=60)
+    texts = [json.loads(line)["prompt"] for line in lines[::2]]
+    [pair] = learn_with_pairs(ComplexityModel.load(), parse_labels(lines), texts,
+                              ["weak", "strong"]).pairs
+    # the item-response refit alone: no ranking scored, no calibration, no say in the write
+    assert pair.chosen is None and pair.calibration is None and pair.rankings == {}
+    assert pair.head is not None and pair.head.kind == "irt" and pair.head.calib_x.size == 0
+
+
+def test_a_pair_whose_held_out_lead_is_not_clearly_positive_is_not_scored() -> None:
+    """APGR divides by the strong model's lead on the held-out prompts: on a lead at or
+    below zero the worst ranking scores best. Such a pair is not compared, and learn
+    cannot keep (or write) a head for it."""
+    from lab.evaluation import gap_is_clear
+    from lab.pair_heads import PairResult, evaluate_pair
+
+    rng = np.random.default_rng(3)
+    n = 200
+    strong, weak = rng.integers(0, 2, n).astype(float), rng.integers(0, 2, n).astype(float)
+    held = np.arange(n) % 2 == 0
+    weak[held] = np.maximum(weak[held], strong[held])       # the weak one leads held out
+    result = PairResult("weak", "strong", n, int(held.sum()))
+    evaluate_pair(result, None, strong - weak, held, -(strong - weak), rng.random(n),
+                  strong, weak)
+    assert result.chosen is None and not result.passes and result.calibration is None
+    assert "not clearly above zero" in result.note
+    assert not gap_is_clear(strong[held], weak[held])
+    assert gap_is_clear(np.r_[np.ones(60), np.zeros(40)], np.r_[np.zeros(60), np.zeros(40)])
+    assert not gap_is_clear(np.r_[1.0, 0.0], np.r_[0.0, 0.0])    # one prompt of two: noise
+
+
+def test_the_calibration_is_a_rising_line_true_to_the_mean_gain() -> None:
+    """The gain's scale matters (the router compares it with the quality target): the
+    calibration of out-of-fold outputs keeps their order, never falls, stays in [-1, 1]
+    and gives the labels' mean gain at the outputs' mean; outputs that do not rise with
+    the gain are mapped flat onto it."""
+    from lab.pair_heads import calibration
+
+    rng = np.random.default_rng(4)
+    raw = rng.normal(0, 1, 300)
+    actual = np.clip(0.2 + 0.1 * raw + rng.normal(0, 0.3, 300), -1, 1)
+    x, y = calibration(raw, actual)
+    assert x.size == 2 and y[0] < y[1] and np.all(np.abs(y) <= 1)
+    assert np.interp(raw.mean(), x, y) == pytest.approx(actual.mean(), abs=1e-9)
+    x, y = calibration(raw, -actual)                      # falling: no slope
+    assert y[0] == y[1] == pytest.approx(-actual.mean())
+
+
+def test_learn_with_no_fold_to_choose_the_penalty_on_says_so(tmp_path: Path) -> None:
+    run = _learn(tmp_path, label_lines(), "--out", str(tmp_path / "o"), "--held-out", "0.995")
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert "too few training prompts for a 3-fold cross-validation" in run.stderr
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +205,7 @@ def test_the_router_uses_the_pair_head_between_those_two_models_only(demo_router
         p = {n: router.predicted_quality(models[n], features) for n in models if n != "embed-small"}
         ability, family = scorer.terms["medium"]
         assert p["medium"] == pytest.approx(scorer.model.p_correct(score, ability, family))
-        assert p["small"] == pytest.approx(max(0.0, p["medium"] - gain))   # the head
+        assert p["small"] == pytest.approx(min(1.0, max(0.0, p["medium"] - gain)))  # the head
         large = models["large"]                   # not on the learned ladder: its own P
         assert p["large"] == pytest.approx(scorer.model.p_correct(score, large.ability,
                                                                   large.family))
