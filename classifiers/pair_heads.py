@@ -38,6 +38,9 @@ from classifiers.static_embedding import StaticEmbedding
 
 PARTS = ("irt", "ridge", "knn")
 MAX_NEIGHBOURS = 100
+# Labelled prompts a knn head keeps: its cost is a product with each, 124 us at p99 at
+# 5,000 (8 ms at 20,000), and a team's traffic may label 100,000s.
+MAX_KNN_ROWS = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +138,9 @@ def heads_from_arrays(arrays: dict[str, np.ndarray], static: StaticEmbedding | N
     heads = []
     for i, (weak, strong) in enumerate(zip(ladder, ladder[1:], strict=False)):
         y = arrays[f"pair_knn_y_{i}"].astype(np.float32)
+        if y.size > MAX_KNN_ROWS:
+            raise ValueError(f"its pair head {weak} -> {strong} keeps {y.size:,} labelled "
+                             f"prompts for its neighbours, more than {MAX_KNN_ROWS:,}")
         calib = arrays[f"pair_calib_{i}"]
         heads.append(PairHead(
             weak, strong, str(arrays["pair_kind"][i]), arrays["pair_mix"][i].astype(np.float64),

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from classifiers.labels import Labels
-from classifiers.pair_heads import PairHead
+from classifiers.pair_heads import MAX_KNN_ROWS, PairHead
 from classifiers.static_embedding import StaticEmbedding
 from lab.evaluation import apgr_cpt, gap_is_clear
 
@@ -99,8 +99,20 @@ def ridge_head(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
     return np.asarray(fit.coef_, dtype=np.float32), float(fit.intercept_)
 
 
+def kept_rows(n: int) -> np.ndarray:
+    """Which of ``n`` labelled prompts a knn head keeps: all of them up to
+    ``MAX_KNN_ROWS``, else a seeded draw of that many (its cost, and learn's, bounded)."""
+    if n <= MAX_KNN_ROWS:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(BOOTSTRAP_SEED).choice(n, MAX_KNN_ROWS,
+                                                                 replace=False))
+
+
 def knn_k(x: np.ndarray, y: np.ndarray) -> int:
-    """The neighbour count with the least leave-one-out squared error."""
+    """The neighbour count with the least leave-one-out squared error (on the rows a
+    head would keep)."""
+    rows = kept_rows(len(y))
+    x, y = x[rows], y[rows]
     sims = x @ x.T
     np.fill_diagonal(sims, -np.inf)
     order = np.argsort(-sims, axis=1)
@@ -110,9 +122,15 @@ def knn_k(x: np.ndarray, y: np.ndarray) -> int:
 
 
 def knn_predict(x_train: np.ndarray, y_train: np.ndarray, k: int, x: np.ndarray) -> np.ndarray:
+    rows = kept_rows(len(y_train))
+    x_train, y_train = x_train[rows], y_train[rows]
     k = min(k, len(y_train))
-    nearest = np.argpartition(-(x @ x_train.T), k - 1, axis=1)[:, :k]
-    return y_train[nearest].mean(axis=1)
+    out = np.empty(len(x))
+    for at in range(0, len(x), MAX_KNN_ROWS):          # a bounded block of similarities
+        block = x[at:at + MAX_KNN_ROWS] @ x_train.T
+        nearest = np.argpartition(-block, k - 1, axis=1)[:, :k]
+        out[at:at + MAX_KNN_ROWS] = y_train[nearest].mean(axis=1)
+    return out
 
 
 def _interval(samples: np.ndarray) -> tuple[float, float]:
@@ -224,8 +242,8 @@ def final_head(result: PairResult, emb: np.ndarray | None, gain: np.ndarray) -> 
     if kind in ("ridge", "blend") and emb is not None:
         ridge_w, ridge_b = ridge_head(emb, gain)
     if kind in ("knn", "blend") and emb is not None:
-        k = knn_k(emb, gain)
-        knn_x, knn_y = emb.astype(np.float16), gain.astype(np.float32)
+        k, rows = knn_k(emb, gain), kept_rows(len(gain))
+        knn_x, knn_y = emb[rows].astype(np.float16), gain[rows].astype(np.float32)
     calib = result.calibration if result.passes and result.calibration else (
         np.zeros(0), np.zeros(0))
     return PairHead(result.weak, result.strong, kind, np.asarray(MIXES[kind]), ridge_w,

@@ -211,3 +211,32 @@ def test_the_router_uses_the_pair_head_between_those_two_models_only(demo_router
                                                                   large.family))
         chosen = router.choose(chat, caller, features).model
         assert chosen == ("medium" if "seal" in text else "small"), (text, p)
+
+
+def test_a_knn_head_keeps_a_bounded_draw_of_its_labels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A team's traffic may label 100,000s of prompts: the knn head keeps at most
+    MAX_KNN_ROWS of them (its request-path cost is a product with each), learn's own
+    neighbour search works on blocks of that size, and an artifact keeping more is
+    refused when it loads."""
+    import lab.pair_heads as lab_heads
+    from classifiers.pair_heads import heads_from_arrays, heads_to_arrays
+    from lab.pair_heads import PairResult, final_head, kept_rows, knn_predict
+
+    monkeypatch.setattr(lab_heads, "MAX_KNN_ROWS", 50)
+    rng = np.random.default_rng(6)
+    emb = rng.normal(size=(180, 8))
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    gain = (emb[:, 0] > 0).astype(float)
+    rows = kept_rows(180)
+    assert rows.size == 50 and np.unique(rows).size == 50 and (kept_rows(180) == rows).all()
+    assert knn_predict(emb, gain, 5, emb).shape == (180,)
+    result = PairResult("weak", "strong", 180, 90, chosen="knn", calibration=(
+        np.zeros(0), np.zeros(0)))
+    result.gains["knn"] = (0.1, 0.05, 0.2)                     # it passes
+    head = final_head(result, emb, gain)
+    assert head.kind == "knn" and head.knn_y.size == 50
+    arrays = heads_to_arrays(["weak", "strong"], [head])
+    import classifiers.pair_heads as product_heads
+    monkeypatch.setattr(product_heads, "MAX_KNN_ROWS", 49)
+    with pytest.raises(ValueError, match="keeps 50 labelled prompts"):
+        heads_from_arrays(arrays, None)
