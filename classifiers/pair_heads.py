@@ -18,7 +18,7 @@ here is a mix of three parts, so one formula serves them all:
 
 ``mix`` weighs them: (1, 0, 0) is the IRT alone, (0, 1, 0) the ridge head, and
 a blend any convex mix. The mix is then calibrated: an increasing map, fitted
-on the mix's out-of-fold outputs over the pair's labels, from the raw mix to the
+on outputs it gave labelled prompts it was not fitted on, from the raw mix to the
 gain those prompts showed, since a head chosen for its ranking may be off in scale, and the
 router compares the gain itself with the quality target. ``chained`` turns gains into each model's P(correct):
 the top model keeps the item-response model's P, and each lower model gets the

@@ -16,9 +16,10 @@ weak one's) are fitted on the training split and rank the held-out split:
 - ``blend``: the mean of the three.
 
 The one with the best held-out APGR is kept, refitted on all the pair's prompts,
-with a calibration of its gain: an increasing straight line fitted on its
-out-of-fold outputs over all the pair's prompts (the router compares the gain
-with the quality target, so its scale matters, not only its order).
+with an isotonic calibration of its gain fitted on outputs it gave prompts it
+was not fitted on: a static head's out-of-fold outputs over all the pair's
+prompts, the refit's on the held-out ones (the router compares the gain with
+the quality target, so its scale matters, not only its order).
 Each ranking gets a 95% bootstrap interval (the held-out prompts resampled,
 the same draws for all), and so does its gain over "before" (the current
 classifier's ranking of the pair: its own pair head, else its ``difficulty``).
@@ -199,7 +200,10 @@ def evaluate_pair(result: PairResult, emb: np.ndarray | None, gain: np.ndarray,
         result.gains[kind] = (point[kind] - point["before"],
                               *_interval(samples[kind] - samples["before"]))
     result.chosen = max(preds, key=lambda k: point[k])     # KINDS order breaks ties
-    result.calibration = calibration(out_of_fold(result.chosen, emb, gain, irt), gain)
+    if result.chosen == "irt" or emb is None:        # out of sample: the held-out rows
+        result.calibration = calibration(irt[held], gain[held])
+    else:
+        result.calibration = calibration(out_of_fold(result.chosen, emb, gain, irt), gain)
 
 
 def out_of_fold(kind: str, emb: np.ndarray | None, gain: np.ndarray,
@@ -219,17 +223,12 @@ def out_of_fold(kind: str, emb: np.ndarray | None, gain: np.ndarray,
 
 
 def calibration(raw: np.ndarray, actual: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """An increasing straight line from the head's output to the gain (least squares,
-    its slope at least 0), kept as its two ends at the outputs' range and read flat
-    beyond, within [-1, 1]. An isotonic fit was tried first: on a few hundred prompts
-    its end blocks of five prompts sent a third of new prompts to a gain of 1.0 that
-    averaged 0.37 there."""
-    x = np.asarray(raw, float)
-    y = np.asarray(actual, float)
-    spread = float(x.var())
-    slope = max(0.0, float(((x - x.mean()) * (y - y.mean())).mean()) / spread) if spread else 0.0
-    ends = np.asarray([x.min(), x.max()]) if spread else np.asarray([x.mean()])
-    return ends, np.clip(y.mean() + slope * (ends - x.mean()), -1.0, 1.0)
+    """Breakpoints of the isotonic (increasing) regression of ``actual`` on ``raw``,
+    within [-1, 1], read between them by linear interpolation and flat beyond."""
+    from sklearn.isotonic import IsotonicRegression
+
+    fit = IsotonicRegression(y_min=-1.0, y_max=1.0, out_of_bounds="clip").fit(raw, actual)
+    return np.asarray(fit.X_thresholds_, float), np.asarray(fit.y_thresholds_, float)
 
 
 def final_head(result: PairResult, emb: np.ndarray | None, gain: np.ndarray) -> PairHead:

@@ -39,7 +39,8 @@ TEMPLATES = ("Tell me one fact about the {x}.", "What should I know about a {x}?
 
 
 def label_lines(names: tuple[str, str] = ("weak", "strong"), n: int | None = None,
-                noise: bool = False) -> list[bytes]:
+                noise: bool = False, rates: tuple[float, float] | None = None) -> list[bytes]:
+    """``rates``: how often the weak model fails an animal's prompt and a vehicle's."""
     weak, strong = names
     rng = np.random.default_rng(5)
     lines = []
@@ -47,6 +48,8 @@ def label_lines(names: tuple[str, str] = ("weak", "strong"), n: int | None = Non
     items += [(t.format(x=x), False) for x in VEHICLES for t in TEMPLATES]
     for text, animal in items[:n] if n else items:
         fails = float(rng.random() < 0.5) if noise else float(animal)
+        if rates is not None:
+            fails = float(rng.random() < rates[0 if animal else 1])
         lines.append(orjson.dumps({"prompt": text, "model": strong, "score": 1.0}))
         lines.append(orjson.dumps({"prompt": text, "model": weak, "score": 1.0 - fails}))
     return lines
@@ -148,21 +151,37 @@ def test_a_pair_whose_held_out_lead_is_not_clearly_positive_is_not_scored() -> N
     assert not gap_is_clear(np.r_[1.0, 0.0], np.r_[0.0, 0.0])    # one prompt of two: noise
 
 
-def test_the_calibration_is_a_rising_line_true_to_the_mean_gain() -> None:
-    """The gain's scale matters (the router compares it with the quality target): the
-    calibration of out-of-fold outputs keeps their order, never falls, stays in [-1, 1]
-    and gives the labels' mean gain at the outputs' mean; outputs that do not rise with
-    the gain are mapped flat onto it."""
-    from lab.pair_heads import calibration
+def test_the_written_heads_gain_is_on_the_scale_new_prompts_show(tmp_path: Path) -> None:
+    """The router compares the gain itself with the quality target. The weak model fails
+    70% of the animals' prompts and 10% of the vehicles': on prompts learn never saw,
+    the written head's gains average near what those prompts showed (the calibration is
+    fitted on the out-of-fold outputs of the head that is written; fitted on the held-out
+    outputs of the head trained on half, then put on the one refitted on all, it was not)."""
+    out, new = tmp_path / "learned", {*ANIMALS[1::3], *VEHICLES[1::3]}   # never labelled
+    rows = [json.loads(line) for line in label_lines(rates=(0.7, 0.1))]
+    noun = {r["prompt"]: r["prompt"].rstrip(".?").split()[-1] for r in rows}
+    lines = [orjson.dumps(r) for r in rows if noun[r["prompt"]] not in new]
 
-    rng = np.random.default_rng(4)
-    raw = rng.normal(0, 1, 300)
-    actual = np.clip(0.2 + 0.1 * raw + rng.normal(0, 0.3, 300), -1, 1)
-    x, y = calibration(raw, actual)
-    assert x.size == 2 and y[0] < y[1] and np.all(np.abs(y) <= 1)
-    assert np.interp(raw.mean(), x, y) == pytest.approx(actual.mean(), abs=1e-9)
-    x, y = calibration(raw, -actual)                      # falling: no slope
-    assert y[0] == y[1] == pytest.approx(-actual.mean())
+    def realized(nouns: list[str]) -> float:     # the new prompts' own gains, as drawn
+        return float(np.mean([1.0 - r["score"] for r in rows if r["model"] == "weak"
+                              and noun[r["prompt"]] in new and noun[r["prompt"]] in nouns]))
+    run = _learn(tmp_path, lines, "--out", str(out), "--force")
+    assert run.returncode == 0, run.stderr
+    [pair] = json.loads((out / "LEARNED.json").read_text())["pairs"]
+    assert pair["passes"] and pair["kept"] != "irt", pair
+    model = ComplexityModel.load(out)
+
+    def mean_gain(nouns: list[str]) -> float:
+        gains = [model.score(t.format(x=x)).pair_gains for x in nouns if x in new
+                 for t in TEMPLATES]
+        return float(np.mean([g[("weak", "strong")] for g in gains if g]))
+    got = {k: (mean_gain(n), realized(n))
+           for k, n in (("animals", ANIMALS), ("vehicles", VEHICLES), ("all", ANIMALS + VEHICLES))}
+    assert got["all"][0] == pytest.approx(got["all"][1], abs=0.1), got
+    assert got["animals"][0] > got["vehicles"][0] + 0.2, got
+    # where the strong model is needed, not squeezed toward the mean: the calibration
+    # fitted on the half-trained head's outputs gave the animals 0.46 (they showed 0.72)
+    assert got["animals"][0] == pytest.approx(got["animals"][1], abs=0.15), got
 
 
 def test_learn_with_no_fold_to_choose_the_penalty_on_says_so(tmp_path: Path) -> None:
