@@ -77,7 +77,8 @@ class RequestFeatures:
     # Per model, the longest prefix of this prompt it served lately (warm.py): what its
     # upstream probably still caches.
     warm: dict[str, Warm] = field(default_factory=dict)
-    breakpoints: bool = False            # it marks cache_control (warm.has_breakpoints)
+    breakpoints: bool = False            # its chat body marks cache_control (has_breakpoints)
+    native_breakpoints: bool | None = None   # its door's own body does (None: it has none)
 
     def prompt_tokens(self, encoding: str) -> int:
         return self.token_counts[encoding]
@@ -88,9 +89,16 @@ class RequestFeatures:
         or caches only at breakpoints and this request marks none."""
         warm = self.warm.get(model.name) if self.warm else None
         if warm is None or model.prefix_cache == "none" or (
-                model.prefix_cache == "breakpoints" and not self.breakpoints):
+                model.prefix_cache == "breakpoints" and not self._marked_for(model)):
             return 0
         return max(0, min(warm.tokens, self.prompt_tokens(model.tokenizer) - 1))
+
+    def _marked_for(self, model: ModelFacts) -> bool:
+        """Whether what goes to ``model`` marks breakpoints: an ``anthropic`` model gets
+        the Messages door's own body (``NativeRequest``), every other the chat body."""
+        if self.native_breakpoints is not None and model.backend == "anthropic":
+            return self.native_breakpoints
+        return self.breakpoints
 
     def prefill_tokens(self, model: ModelFacts) -> int:
         """What ``model`` must prefill: the prompt less what it probably caches."""
@@ -124,8 +132,9 @@ def _measure_sync(req: ModelRequest, encodings: set[str], scorer: Scorer | None,
     cache_aware = chain and req.templated
     return RequestFeatures(counts, expected, demand, score, classify_s=spent, scorer=scorer,
                            chain=prefix_chain(req.body) if cache_aware else None,
-                           breakpoints=cache_aware and has_breakpoints(
-                               req.native.body if req.native is not None else req.body))
+                           breakpoints=cache_aware and has_breakpoints(req.body),
+                           native_breakpoints=None if not cache_aware or req.native is None
+                           else has_breakpoints(req.native.body))
 
 
 async def measure(req: ModelRequest, encodings: set[str], scorer: Scorer | None,

@@ -443,6 +443,12 @@ def test_which_upstreams_read_a_prefix_from_their_cache(backend: str, extra: dic
         cached[marked] = features.cached_tokens(facts)
     assert cached == {"automatic": {False: 800, True: 800},
                       "breakpoints": {False: 0, True: 800}, "none": {False: 0, True: 0}}[kind]
+    # The Messages door's own body goes to an anthropic model only; the others get the
+    # chat form, which keeps no breakpoint of it
+    door = RequestFeatures({facts.tokenizer: 1000}, 10, None,  # type: ignore[arg-type]
+                           warm={"m": Warm("m", 0, 800)}, native_breakpoints=True)
+    if kind == "breakpoints":
+        assert door.cached_tokens(facts) == (800 if backend == "anthropic" else 0)
 
 
 def test_a_breakpoint_is_found_wherever_a_client_marks_one() -> None:
