@@ -185,6 +185,21 @@ class RedisClusterNodes:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"cluster not ok: {out}")
                 time.sleep(0.1)
+        # A replica that has not yet synced with its master (its first full sync, slow on
+        # a busy machine) never takes over from it: a failover would not come.
+        for node in self.nodes if self.replicas else ():
+            while True:
+                out = subprocess.run(
+                    [REDIS_CLI, "-p", str(node.port), "info", "replication"],
+                    capture_output=True,
+                    text=True,
+                    timeout=5,
+                ).stdout
+                if "role:master" in out or "master_link_status:up" in out:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"replica not in sync: {out}")
+                time.sleep(0.1)
 
     def __exit__(self, *exc: object) -> None:
         for node in self.nodes:
