@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REDIS_SERVER = "/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else "redis-server"
@@ -158,49 +159,34 @@ class RedisClusterNodes:
         return self
 
     def _wait_ok(self) -> None:
-        """Until every node says ok AND all agree on the slot map (no MOVED storms)."""
+        """Until every node says ok AND all agree on the slot map (no MOVED storms), and,
+        with replicas, every replica has synced with its master: one that has not yet
+        (its first full sync, slow on a busy machine) never takes over from it."""
         deadline = time.monotonic() + 20
-        while True:
-            out = subprocess.run(
-                [REDIS_CLI, "--cluster", "check", f"127.0.0.1:{self.nodes[0].port}"],
-                capture_output=True,
-                text=True,
-                timeout=5,
-            ).stdout
-            if "All nodes agree" in out and "All 16384 slots covered" in out:
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"cluster not consistent: {out}")
-            time.sleep(0.1)
+        _until(deadline, ["--cluster", "check", f"127.0.0.1:{self.nodes[0].port}"],
+               lambda out: "All nodes agree" in out and "All 16384 slots covered" in out,
+               "cluster not consistent")
         for node in self.nodes:
-            while True:
-                out = subprocess.run(
-                    [REDIS_CLI, "-p", str(node.port), "cluster", "info"],
-                    capture_output=True,
-                    text=True,
-                    timeout=5,
-                ).stdout
-                if "cluster_state:ok" in out:
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"cluster not ok: {out}")
-                time.sleep(0.1)
-        # A replica that has not yet synced with its master (its first full sync, slow on
-        # a busy machine) never takes over from it: a failover would not come.
+            _until(deadline, ["-p", str(node.port), "cluster", "info"],
+                   lambda out: "cluster_state:ok" in out, "cluster not ok")
         for node in self.nodes if self.replicas else ():
-            while True:
-                out = subprocess.run(
-                    [REDIS_CLI, "-p", str(node.port), "info", "replication"],
-                    capture_output=True,
-                    text=True,
-                    timeout=5,
-                ).stdout
-                if "role:master" in out or "master_link_status:up" in out:
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"replica not in sync: {out}")
-                time.sleep(0.1)
+            _until(deadline, ["-p", str(node.port), "info", "replication"],
+                   lambda out: "role:master" in out or "master_link_status:up" in out,
+                   "replica not in sync")
 
     def __exit__(self, *exc: object) -> None:
         for node in self.nodes:
             node.kill()
+
+
+def _until(deadline: float, args: list[str], ok: Callable[[str], bool], what: str) -> None:
+    """Ask ``redis-cli args`` every 0.1 s until ``ok(its output)``, at most until
+    ``deadline`` (then ``what`` and the last output are the error)."""
+    while True:
+        out = subprocess.run([REDIS_CLI, *args], capture_output=True, text=True,
+                             timeout=5).stdout
+        if ok(out):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: {out}")
+        time.sleep(0.1)

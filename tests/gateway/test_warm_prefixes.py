@@ -207,6 +207,27 @@ async def subscribed(node: aioredis.Redis, channel: str, n: int = 2) -> bool:
     return (await node.pubsub_numsub(channel))[0][1] == n
 
 
+async def on_cluster(url: str, tmp_path: Path, subscriber_of: Callable, node_url: str
+                     ) -> tuple[Sharing, list]:
+    """Two replicas opened on a Redis Cluster as the gateway opens them (``subscriber_of
+    (handle)``: where each subscribes), once both listen on the node ``node_url``."""
+    from budget.redis_client import open_redis
+
+    handles = [await open_redis(url, tmp_path) for _ in range(2)]
+    replicas = Sharing([(h.client, subscriber_of(h)) for h in handles],
+                       KeySpace("rgtest", "UTC").tag, lambda: frozenset({"t"}), "rgtest:warm")
+    node = aioredis.Redis.from_url(node_url)
+    await until(lambda: subscribed(node, "rgtest:warm"), 5)
+    await node.aclose()
+    return replicas, handles
+
+
+async def closed(replicas: Sharing, handles: list) -> None:
+    await replicas.close()
+    for handle in handles:
+        await handle.close()
+
+
 def test_a_served_prefix_is_pushed_to_the_other_replicas_before_any_poll(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The record's push: two replicas running their sharing tasks on the real Redis, the
@@ -279,31 +300,26 @@ def test_the_push_reaches_a_replica_of_a_redis_cluster(
     it: two replicas opened as the gateway opens them, the poll an hour away."""
     from functools import partial
 
-    from budget.redis_client import open_redis, subscriber
+    from budget.redis_client import subscriber
     from tests.budget.servers import RedisClusterNodes
 
     chain = prefix_chain(body("clustered", "turn"))
 
-    async def run(url: str) -> Warm | None:
-        handles = [await open_redis(url, tmp_path) for _ in range(2)]
-        replicas = Sharing([(h.client, partial(subscriber, h.url)) for h in handles],
-                           KeySpace("rgtest", "UTC").tag, lambda: frozenset({"t"}), "rgtest:warm")
+    async def run(nodes: RedisClusterNodes) -> Warm | None:
+        replicas, handles = await on_cluster(nodes.url, tmp_path,
+                                             lambda h: partial(subscriber, h.url),
+                                             nodes.nodes[0].url)   # the url's: both there
         one, two = replicas.one, replicas.two
         try:
-            node = aioredis.Redis.from_url(handles[0].url)   # where both subscribe
-            await until(lambda: subscribed(node, "rgtest:warm"), 5)
-            await node.aclose()
             one.remember("t", chain[-1], Warm("large", 1, 600, time.time()))
             await until(lambda: two.find("t", chain) is not None, 5)
             return two.find("t", chain)
         finally:
-            await replicas.close()
-            for handle in handles:
-                await handle.close()
+            await closed(replicas, handles)
 
     monkeypatch.setattr(warm_module, "POLL_S", 3600.0)
     with RedisClusterNodes(tmp_path / "cluster") as nodes:
-        found = asyncio.run(run(nodes.url))
+        found = asyncio.run(run(nodes))
     assert found is not None and (found.model, found.replica, found.tokens) == ("large", 1, 600)
 
 
@@ -315,7 +331,7 @@ def test_a_subscription_lost_with_its_cluster_node_is_taken_up_on_another(
     away (on the dead node alone, it never would)."""
     import subprocess
 
-    from budget.redis_client import open_redis, subscribers
+    from budget.redis_client import subscribers
     from tests.budget.servers import REDIS_CLI, RedisClusterNodes
 
     monkeypatch.setattr(warm_module, "POLL_S", 3600.0)
@@ -332,14 +348,10 @@ def test_a_subscription_lost_with_its_cluster_node_is_taken_up_on_another(
         return gone and "cluster_state:ok" in ask("cluster", "info")
 
     async def run(nodes: RedisClusterNodes) -> Warm | None:
-        handles = [await open_redis(nodes.url, tmp_path) for _ in range(2)]
-        replicas = Sharing([(h.client, subscribers(h)) for h in handles],
-                           KeySpace("rgtest", "UTC").tag, lambda: frozenset({"t"}), "rgtest:warm")
+        replicas, handles = await on_cluster(nodes.url, tmp_path, subscribers,
+                                             nodes.nodes[0].url)
         one, two = replicas.one, replicas.two
         try:
-            node = aioredis.Redis.from_url(nodes.nodes[0].url)
-            await until(lambda: subscribed(node, "rgtest:warm"), 5)
-            await node.aclose()
             nodes.nodes[0].kill()
             if not await until(lambda: asyncio.to_thread(failed_over, nodes.nodes[1].port,
                                                          nodes.nodes[0].port), 30, 0.1):
@@ -350,9 +362,7 @@ def test_a_subscription_lost_with_its_cluster_node_is_taken_up_on_another(
             await until(lambda: two.find("t", chain) is not None, 10)
             return two.find("t", chain)
         finally:
-            await replicas.close()
-            for handle in handles:
-                await handle.close()
+            await closed(replicas, handles)
 
     with RedisClusterNodes(tmp_path / "cluster", n=6, replicas=1) as nodes:
         found = asyncio.run(run(nodes))
