@@ -93,6 +93,13 @@ class ChunkStream(Protocol):
     def usage(self) -> Usage | None: ...
 
     @property
+    def prompt_seen(self) -> Usage | None:
+        """The upstream's count of the prompt (its cache reads and writes apart), when
+        the stream said it before its end (Anthropic's ``message_start``): what a stream
+        that breaks or is left before its usage chunk bills the prompt at."""
+        ...
+
+    @property
     def ttft_s(self) -> float: ...
 
     @property
@@ -119,6 +126,10 @@ class WrappedStream:
     @property
     def usage(self) -> Usage | None:
         return self._stream.usage
+
+    @property
+    def prompt_seen(self) -> Usage | None:
+        return self._stream.prompt_seen
 
     @property
     def ttft_s(self) -> float:

@@ -167,6 +167,10 @@ class MeteredStream:
         return self._meter.usage
 
     @property
+    def prompt_seen(self) -> Usage | None:
+        return None          # OpenAI's protocol says the prompt's count with the output's
+
+    @property
     def ttft_s(self) -> float:
         return self._meter.ttft_s or 0.0
 

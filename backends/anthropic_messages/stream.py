@@ -17,7 +17,9 @@ chunk (or None) for the pipeline; ``message_start`` names the configured
 model, and ``message_stop`` comes on its own, before the usage chunk (which
 the relay never hands the door), so every event reaches the door as it was.
 The usage is Anthropic's, read from ``message_start`` and ``message_delta``
-(cache reads and writes apart).
+(cache reads and writes apart). ``message_start``'s count of the prompt is
+kept apart (``prompt_seen``): a stream that breaks, or that the client
+leaves, before ``message_stop`` bills its prompt as Anthropic counted it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from backends.sse import DONE, NativeEvent, SSEEvent
 from backends.stream import HTTPChunkStream, StreamMeter, StreamOwner
 from backends.transport import Response
 from core.errors import UpstreamError
+from core.types import Usage
 
 
 class MessagesChunkStream(HTTPChunkStream):
@@ -45,6 +48,11 @@ class MessagesChunkStream(HTTPChunkStream):
     @property
     def buffered(self) -> bool:
         return bool(self._ready) or bool(self._pending)
+
+    @property
+    def prompt_seen(self) -> Usage | None:
+        """``message_start``'s count of the prompt (input, cache reads and writes)."""
+        return self._chunks.usage
 
     async def prime(self) -> None:
         while not self._ready:

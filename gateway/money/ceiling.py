@@ -134,12 +134,20 @@ class Tariff:
         return Ceiling(model, prompt, output, held_nano(model, prompt, output, rate), cap)
 
     def bill(self, ceiling: Ceiling, reported: Usage | None, demand: Demand,
-             estimate_output: int, rate: float, unreadable: bool = False) -> Billed:
+             estimate_output: int, rate: float, unreadable: bool = False,
+             prompt_seen: Usage | None = None) -> Billed:
         """What one attempt is billed. ``reported`` is the upstream's usage (None when it
         sent none we could read: ``unreadable`` says it sent some); ``estimate_output``
-        our own count of its output."""
+        our own count of its output. Without ``reported``, ``prompt_seen`` (the upstream's
+        count of the prompt, said before a stream broke or was left) bills the prompt,
+        its cache reads and writes at their prices, beside our count of the output."""
         model = ceiling.model
         ours = demand.prompt_tokens[model.tokenizer]
+        if reported is None and prompt_seen is not None and prompt_seen.prompt_tokens >= 0:
+            reported = Usage(prompt_seen.prompt_tokens,
+                             min(estimate_output, ceiling.output_tokens), True,
+                             prompt_seen.cached_tokens, prompt_seen.cache_write_tokens,
+                             prompt_seen.cache_anomaly)
         usage, anomaly = within(ceiling, reported, ours, estimate_output)
         if anomaly is None and unreadable:
             anomaly = UNREADABLE

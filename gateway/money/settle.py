@@ -69,6 +69,7 @@ class Bill:
     relayed_chunks: int = 0               # token-bearing chunks a stream relayed
     relayed_text: list[str] | None = None  # what they carried, to count if no usage came
     usage_sent: bool = False              # the upstream sent a usage object (readable or not)
+    prompt_seen: Usage | None = None      # a stream's prompt as the upstream counted it early
     # While the request runs: which model's attempt went upstream (None: none yet), and
     # the stream being relayed, if any. The lease renewals read both (``progress``).
     upstream: Callable[[], ModelFacts | None] | None = None
@@ -86,8 +87,11 @@ class Bill:
         return ceiling
 
     def billed(self, model: ModelFacts, reported: Usage | None, answer: Any, chunks: int,
-               text: list[str] | None = None, sent: bool = False) -> Billed:
-        """``chunks``/``text``: what a stream relayed; ``sent``: usage came, unreadable."""
+               text: list[str] | None = None, sent: bool = False,
+               prompt_seen: Usage | None = None) -> Billed:
+        """``chunks``/``text``: what a stream relayed; ``sent``: usage came, unreadable;
+        ``prompt_seen``: the upstream's count of the prompt, said before the stream's end
+        (a stream that ended without its usage bills its prompt by it)."""
         assert self.demand is not None
         estimate = 0
         if reported is None or min(reported.prompt_tokens, reported.completion_tokens) < 0:
@@ -99,7 +103,7 @@ class Bill:
         unreadable = reported is None and (sent or (isinstance(answer, dict)
                                                      and answer.get("usage") is not None))
         return self.tariff.bill(self.ceiling(model), reported, self.demand, estimate, self.rate,
-                                unreadable)
+                                unreadable, prompt_seen)
 
     def progress(self) -> Progress | None:
         """What the request has run up so far, for its lease renewals (a replica that
@@ -116,7 +120,7 @@ class Bill:
         """The delivered answer's bill (computed once: the meter learns from it once)."""
         if self._delivered is None:
             self._delivered = self.billed(model, self.reported, self.answer, self.relayed_chunks,
-                                          self.relayed_text, self.usage_sent)
+                                          self.relayed_text, self.usage_sent, self.prompt_seen)
         return self._delivered
 
     def delivered(self, model: ModelFacts, cancelled: bool) -> Billed | None:

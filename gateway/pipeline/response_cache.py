@@ -237,6 +237,7 @@ class Replay:
     buffered = True
     ttft_s = 0.0
     tpot_s = None
+    prompt_seen = None
 
     def __init__(self, data: dict[str, Any]) -> None:
         self._data = data

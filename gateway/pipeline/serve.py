@@ -310,6 +310,7 @@ async def _relay(door: Door, out: Responder, o: Outcome, req: ModelRequest,
         await result.aclose()
         bill.reported, bill.relayed_chunks = result.usage, relay.chunks
         bill.relayed_text, bill.usage_sent = relay.text, relay.usage_seen
+        bill.prompt_seen = result.prompt_seen
         o.ttft_s, o.tpot_s = result.ttft_s or None, result.tpot_s
         if keep:
             bill.streamed = streamed_answer(keep)

@@ -21,6 +21,7 @@ Models (upstream ids), each a behaviour by name like the project's simulator:
     claude-overloaded             529 overloaded_error (no retry-after)
     claude-stream-overloaded      a stream's first event is an ``error`` (overloaded_error)
     claude-midstream-error        a stream breaks with an ``error`` event after some text
+                                  (its ledger: the prompt, and the output it sent)
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from aiohttp import web
 from tests.providers.anthropic_model import (
     PromptCache,
     answer,
+    count,
     output_tokens,
     prompt_segments,
 )
@@ -176,6 +178,10 @@ class AnthropicServer:
                 exchange.usage = message["usage"]
             await resp.write(event)
             if model == "claude-midstream-error" and n == 3:   # after the first text delta
+                # What it read and what it sent: the prompt, and the first piece of text.
+                first = message["content"][0]
+                sent = _pieces(first["text"])[0] if first["type"] == "text" else ""
+                exchange.usage = {**message["usage"], "output_tokens": count(sent)}
                 await resp.write(overloaded)
                 return resp
         await resp.write_eof()

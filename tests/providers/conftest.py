@@ -57,7 +57,7 @@ def gateway_config(server: AnthropicServer, sim_url: str) -> dict[str, Any]:
             claude("throttled-too", "claude-throttled", server, price=0.1),
             claude("overloaded", "claude-overloaded", server, price=0.1),
             claude("early-error", "claude-stream-overloaded", server, price=0.1),
-            claude("breaks", "claude-midstream-error", server),
+            claude("breaks", "claude-midstream-error", server, tokenizer="cl100k_base"),
             {**claude("no-key", "claude-test", server), "api_key_env": KEY_ENV + "_UNSET"},
             {"name": "sim", "backend": "openai_compat", "base_url": sim_url,
              "upstream_model": "default", "ability": 0.7, "context_window": 200_000,

@@ -130,3 +130,39 @@ def test_a_stream_broken_midway_raises_in_both_sdks(anthropic_gateway: Gateway) 
             for _ in stream:
                 pass
     assert raised.value.body["error"]["type"] == "overloaded_error"   # type: ignore[index]
+
+
+def test_a_broken_stream_bills_its_prompt_as_anthropic_counted_it(
+        anthropic_gateway: Gateway, anthropic_server: AnthropicServer) -> None:
+    """A stream that breaks before ``message_stop`` never says its whole usage, but its
+    ``message_start`` said how the prompt was read: the first call writes a long system
+    prompt to the cache and the second reads it, and each is billed the cache's prices
+    for it and our count of the text it sent (not the whole prompt at the input price)."""
+    money = Money(anthropic_gateway, anthropic_server)
+    long_system = " ".join(f"Rule {i}: answer in plain words." for i in range(300))
+    chat = openai.OpenAI(base_url=anthropic_gateway.base_url, api_key=TEST_KEY, max_retries=0)
+    sdk = anthropic.Anthropic(base_url=anthropic_gateway.url, api_key=TEST_KEY, max_retries=0)
+    for _ in range(2):
+        with pytest.raises(openai.APIError):
+            for _ in chat.chat.completions.create(model="breaks", max_tokens=32, stream=True,
+                                                  messages=[
+                {"role": "system", "content": [{"type": "text", "text": long_system,
+                                                "cache_control": {"type": "ephemeral"}}]},
+                {"role": "user", "content": "Hello there."}]):
+                pass
+    with pytest.raises(anthropic.APIStatusError):
+        with sdk.messages.stream(model="breaks", max_tokens=32, messages=[
+                {"role": "user", "content": "Hello there."}], system=[
+                {"type": "text", "text": long_system,
+                 "cache_control": {"type": "ephemeral"}}]) as stream:
+            for _ in stream:
+                pass
+    written, read, read_again = (x.usage for x in money.exchanges())
+    assert written is not None and read is not None and read_again is not None
+    assert written["cache_creation_input_tokens"] > 1024 and written["cache_read_input_tokens"] == 0
+    assert read["cache_read_input_tokens"] == written["cache_creation_input_tokens"]
+    assert read_again["cache_read_input_tokens"] == read["cache_read_input_tokens"]
+    assert min(x["output_tokens"] for x in (written, read, read_again)) > 0
+    spent, expected = money.settled()
+    assert spent == expected > 0
+    assert money.breaches() == []
