@@ -156,6 +156,7 @@ class Lines:
     completion_tokens: int = 0
     cost: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def add(self, line: Line) -> None:
         self.lines.append(line)
@@ -164,14 +165,23 @@ class Lines:
         self.completion_tokens += usage.completion_tokens
         self.cost += line.cost
         self.cached_tokens += usage.cached_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
 
-    @property
-    def cache_saving(self) -> int:
-        """Nano-USD the prompt cache saved: its tokens at the input price, less their bill."""
-        return sum(cost_nano(x.model, x.usage.cached_tokens, 0, x.rate)
-                   - cost_nano(x.model, x.usage.cached_tokens, 0, x.rate,
-                               cached=x.usage.cached_tokens)
-                   for x in self.lines if x.usage.cached_tokens)
+    def cache_effect(self) -> tuple[int, int]:
+        """Nano-USD the prompt cache saved, and what it cost above the input price: its
+        reads at the input price less their bill, and its writes' bill less the input
+        price (Anthropic's writes cost 1.25x). A write priced below the input is a saving."""
+        saved = premium = 0
+        for x in self.lines:
+            read, written = x.usage.cached_tokens, x.usage.cache_write_tokens
+            if read:
+                saved += (cost_nano(x.model, read, 0, x.rate)
+                          - cost_nano(x.model, read, 0, x.rate, cached=read))
+            if written:
+                extra = (cost_nano(x.model, written, 0, x.rate, written=written)
+                         - cost_nano(x.model, written, 0, x.rate))
+                saved, premium = saved + max(0, -extra), premium + max(0, extra)
+        return saved, premium
 
 
 def bill_lines(bill: Bill, discarded: Sequence[Charged], model: ModelFacts | None,

@@ -18,6 +18,7 @@ nothing is added to the request path. A field is a JSON array:
     ["c", team]                    spend in USD (HINCRBYFLOAT)
     ["k", model, kind]             tokens: prompt | completion | cached (of the prompt)
     ["v", cache]                   USD the caches saved: prefix | response (HINCRBYFLOAT)
+    ["w"]                          USD prompt-cache writes cost above the input price (same)
     ["h", result]                  response-cache answers: hit | miss
     ["q", pool, model, worker]     the worker's peak queue depth in the minute (HSET)
     ["i", model, worker]           the worker's peak upstream calls in flight (HSET)
@@ -63,6 +64,7 @@ _COUNTED = {
     "routegate_cost_usd_total": ("c", ("team",)),
     "routegate_tokens_total": ("k", ("model", "kind")),
     "routegate_cache_saved_usd_total": ("v", ("cache",)),
+    "routegate_cache_write_premium_usd_total": ("w", ()),
     "routegate_response_cache_total": ("h", ("result",)),
 }
 
@@ -132,7 +134,7 @@ class History:
         key = minute_key(self.prefix, minute)
         pipe = self.redis.pipeline(transaction=False)
         for field, delta in deltas.items():
-            if field.startswith((b'["c"', b'["v"')):      # dollars: floats
+            if field.startswith((b'["c"', b'["v"', b'["w"')):      # dollars: floats
                 if delta > 0:
                     pipe.hincrbyfloat(key, field, delta)
             elif round(delta):

@@ -11,6 +11,7 @@ series the operator page draws, oldest minute first.
      "spend": [{"team", "daily_limit_usd", "spent_today_usd": [...]}],
      "cache_hit_rate": [{"model", "rate": [...]}],   # cached / prompt tokens, null: none
      "cache_saved_usd": [{"cache", "usd": [...]}], "response_cache": [{"result", "counts"}],
+     "cache_write_premium_usd": [...],       # writes above the input price: net = saved - this
      "escalations": [...], "fallbacks": [...], "escalation_rate": [...], "fallback_rate": [...]}
 
 One pipelined HGETALL per minute shown, on one hash slot. Quantiles are read off
@@ -124,6 +125,7 @@ def _series(m: _Minutes) -> dict[str, Any]:
                             for k, s in sums if k[0] == "v" and len(k) == 2],
         "response_cache": [{"result": k[1], "counts": [int(v) for v in s]}
                            for k, s in sums if k[0] == "h" and len(k) == 2],
+        "cache_write_premium_usd": [round(v, 6) for v in m.sums.get(("w",), [0.0] * m.n)],
         "escalations": [int(v) for v in escalations], "fallbacks": [int(v) for v in fallbacks],
         "escalation_rate": _rate(escalations, requests),
         "fallback_rate": _rate(fallbacks, requests),

@@ -18,6 +18,7 @@ them all):
     routegate_tokens_total{team,model,kind}            kind: prompt | completion | cached
                                                        (cached ÷ prompt: the prefix-cache hit rate)
     routegate_cache_saved_usd_total{team,model,cache}  cache: prefix | response
+    routegate_cache_write_premium_usd_total{team,model}  prompt-cache writes above the input price
     routegate_response_cache_total{team,result}        result: hit | miss
     routegate_cost_usd_total{team,model}
     routegate_model_info{model,provider,upstream_model}  1 per model: join for per-provider sums
@@ -109,6 +110,10 @@ class Metrics:
                            "from the upstream's prefix cache at their price instead of the input "
                            "price (cache=prefix), answers from the response cache (response)",
                            ["team", "model", "cache"])
+        self.write_premium = count(
+            "routegate_cache_write_premium_usd", "What prompt-cache writes cost above the "
+            "input price (Anthropic's 1.25x): the prefix cache's net saving is "
+            "cache_saved_usd{cache=\"prefix\"} less this", ["team", "model"])
         self.response_cache = count("routegate_response_cache", "Requests a team's response "
                                     "cache was asked for: hit | miss", ["team", "result"])
         self.overdraft = count("routegate_overdraft_usd", "Billed above the reservation: the "
@@ -169,6 +174,9 @@ class Metrics:
         if o.cache_saved_usd:
             kind = "response" if o.response_cache == "hit" else "prefix"
             self.saved.labels(o.team or "-", o.model or "-", kind).inc(o.cache_saved_usd)
+        if o.cache_write_premium_usd:
+            self.write_premium.labels(o.team or "-", o.model or "-").inc(
+                o.cache_write_premium_usd)
         for reason in o.escalations or ():
             self.escalations.labels(o.pool, reason).inc()
         for reason in o.fallbacks or ():

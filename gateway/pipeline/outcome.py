@@ -29,6 +29,7 @@ class Outcome:
     completion_tokens: int = 0
     cached_tokens: int = 0               # of the prompt, read from the upstream's prompt cache
     cache_saved_usd: float = 0.0         # what caches saved: cached tokens, or a response-cache hit
+    cache_write_premium_usd: float = 0.0  # what prompt-cache writes cost above the input price
     response_cache: str | None = None    # "hit" | "miss": the team's response cache was asked
     usage_estimated: bool = False
     usage_anomaly: str | None = None     # "negative" | "over_cap" | "unreadable": usage corrected

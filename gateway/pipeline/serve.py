@@ -218,8 +218,9 @@ def _report(o: Outcome, billed: Lines) -> None:
     o.prompt_tokens, o.completion_tokens = billed.prompt_tokens, billed.completion_tokens
     o.cached_tokens = billed.cached_tokens
     o.cost_usd = usd(billed.cost)
-    if billed.cached_tokens:
-        o.cache_saved_usd = usd(billed.cache_saving)
+    if billed.cached_tokens or billed.cache_write_tokens:
+        saved, premium = billed.cache_effect()
+        o.cache_saved_usd, o.cache_write_premium_usd = usd(saved), usd(premium)
     energy: float | None = None
     for x in billed.lines:       # usually one line
         per_token = x.model.energy_j_per_token

@@ -82,8 +82,11 @@ function renderHistory(h) {
   const saved = (h.cache_saved_usd || []).reduce((a, s) => a + s.usd.reduce((x, y) => x + y, 0), 0);
   lineChart(document.getElementById("chart-cache"), m, cacheSeries(h),
             { fmt: fmtY.pct, empty: "No prompt tokens in the last hour" });
+  const premium = (h.cache_write_premium_usd || []).reduce((x, y) => x + y, 0);
   document.getElementById("cache-saved").textContent =
-    "Saved by caches in the last hour: " + fmtY.usd(saved);
+    "Saved by caches in the last hour: " + fmtY.usd(saved - premium) +
+    (premium > 0 ? " (" + fmtY.usd(saved) + " saved, less " + fmtY.usd(premium) +
+                   " that cache writes cost above the input price)" : "");
   const box = document.getElementById("history");
   box.dataset.generated = String(m[m.length - 1]);
 }

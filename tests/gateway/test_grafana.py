@@ -24,6 +24,7 @@ FAMILY = re.compile(r"^# TYPE (\S+) (\S+)$", re.MULTILINE)
 # corrected before billing); its family is still declared on every scrape.
 # Nor cached prompt tokens at a discount, or a team's response cache: not configured here.
 NO_SERIES_HERE = {"routegate_usage_anomalies_total", "routegate_cache_saved_usd_total",
+                  "routegate_cache_write_premium_usd_total",
                   "routegate_response_cache_total"}
 ASK = [{"role": "user", "content": "Give me the weather in Oslo as JSON."}]
 

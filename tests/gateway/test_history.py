@@ -4,13 +4,19 @@ and a Redis outage delays the counts without losing them."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 import httpx
 import redis
+import redis.asyncio as aioredis
 
-from gateway.observe.history import FLUSH_S, minute_key, status_class
+from core.config import GatewayConfig
+from gateway.observe.history import FLUSH_S, counted, minute_key, status_class
+from gateway.observe.history_view import read_history
+from gateway.observe.metrics import Metrics
+from gateway.pipeline.outcome import Outcome
 from tests.budget.servers import RedisServer
 from tests.support import TEST_KEY, base_config, run_gateway, run_simulator
 
@@ -112,3 +118,32 @@ def test_counts_wait_out_a_redis_outage(tmp_path: Path) -> None:
             history = _wait_counts(gw.url, {("fast", "2xx"): 5}, FLUSH_S * 2 + 5)
             assert _counts(history) == {("fast", "2xx"): 5}
             assert "history.write_failed" in gw.log()
+
+
+def test_what_caches_saved_and_what_cache_writes_cost_reach_the_hour() -> None:
+    """A request's prefix-cache saving and its cache writes' premium, observed by a
+    worker's metrics, are the history fields it writes, and the hour shows both."""
+    metrics = Metrics(GatewayConfig.model_validate({"models": [
+        {"name": "m", "backend": "openai_compat", "base_url": "http://127.0.0.1:9",
+         "price": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}]}))
+    metrics.observe(Outcome("r1", team="t", model="m", cache_saved_usd=0.25))
+    metrics.observe(Outcome("r2", team="t", model="m", cache_write_premium_usd=0.0625))
+    metrics.flush()
+    fields = counted(metrics.registry.collect())
+    assert fields[b'["v","prefix"]'] == 0.25 and fields[b'["w"]'] == 0.0625
+
+    async def hour() -> dict:
+        store = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+        prefix = f"test-history-cache-{time.time_ns()}"
+        now = time.time()
+        key = minute_key(prefix, int(now // 60) * 60)
+        try:
+            await store.hset(key, mapping={k: str(v) for k, v in fields.items()})
+            return await read_history(store, prefix, 2, 0.45, 0.04, now)
+        finally:
+            await store.delete(key)
+            await store.aclose()
+
+    history = asyncio.run(hour())
+    assert history["cache_saved_usd"] == [{"cache": "prefix", "usd": [0.0, 0.25]}]
+    assert history["cache_write_premium_usd"] == [0.0, 0.0625]

@@ -13,12 +13,13 @@ import json
 import time
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 
 from tests.providers.anthropic_server import AnthropicServer
-from tests.providers.conftest import Money
+from tests.providers.conftest import PRICE, Money
 from tests.support import TEST_KEY, Gateway
 
 ASK: list[ChatCompletionMessageParam] = [
@@ -82,8 +83,10 @@ def test_cache_control_on_a_chat_part_is_a_breakpoint_upstream(
         stream: bool) -> None:
     """LiteLLM's form: ``cache_control`` on a chat content part. The first call writes the
     marked system prompt to the server's cache, the second reads it; the chat door shows
-    the read as ``cached_tokens``, and both bill the server's usage to the nano-dollar."""
+    the read as ``cached_tokens``, and both bill the server's usage to the nano-dollar.
+    ``/metrics`` says what the read saved and what the write cost above the input price."""
     money = Money(anthropic_gateway, anthropic_server)
+    saved0, premium0 = cache_dollars(anthropic_gateway)
     rules = f"You keep the house rules of chat-{stream}. " + "Answer briefly, cite. " * 300
     messages: Any = [
         {"role": "system", "content": [{"type": "text", "text": rules,
@@ -109,6 +112,28 @@ def test_cache_control_on_a_chat_part_is_a_breakpoint_upstream(
     assert money.breaches() == []
     spent, expected = money.settled()
     assert spent == expected > 0
+    saved = written * (PRICE["input_per_mtok"] - PRICE["cached_input_per_mtok"]) / 1e6
+    premium = written * (PRICE["cache_write_per_mtok"] - PRICE["input_per_mtok"]) / 1e6
+    deadline = time.monotonic() + 5           # the metrics are flushed a moment after
+    figures = cache_dollars(anthropic_gateway)
+    while (figures[0] == saved0 or figures[1] == premium0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        figures = cache_dollars(anthropic_gateway)
+    assert figures[0] - saved0 == pytest.approx(saved, rel=1e-6)
+    assert figures[1] - premium0 == pytest.approx(premium, rel=1e-6)
+
+
+def cache_dollars(gw: Gateway) -> tuple[float, float]:
+    """claude-a's prefix-cache saving and write premium so far, in USD, from /metrics."""
+    saved = premium = 0.0
+    for line in httpx.get(gw.url + "/metrics").text.splitlines():
+        if 'model="claude-a"' not in line:
+            continue
+        if line.startswith("routegate_cache_saved_usd_total{") and 'cache="prefix"' in line:
+            saved += float(line.split()[-1])
+        elif line.startswith("routegate_cache_write_premium_usd_total{"):
+            premium += float(line.split()[-1])
+    return saved, premium
 
 
 @pytest.mark.parametrize("stream", [False, True])
