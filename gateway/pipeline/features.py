@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from classifiers.length import TokenCounter, counter_for, message_text
+from classifiers.length import TOKENS_PER_REPLY, TokenCounter, counter_for, message_text
 from classifiers.pair_heads import chained
 from classifiers.prompt import structured_tokens
 from gateway.money.ceiling import Demand
 from gateway.pipeline.request import EMBEDDING, ModelRequest
-from gateway.pipeline.warm import Warm, has_breakpoints, prefix_chain
+from gateway.pipeline.warm import Warm, has_breakpoints, head_length, prefix_chain
 
 if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel, PromptScore
@@ -74,6 +74,9 @@ class RequestFeatures:
     classify_s: float | None = None      # time in the classifier (a metric)
     scorer: Scorer | None = None         # what produced ``score``
     chain: list[bytes] | None = None     # the prompt's prefix chain (warm.py), when cache-aware
+    # Its head (tools and leading system messages, warm.head_length): the chain's hash
+    # there, and its tokens per encoding. None: it has none.
+    head: tuple[bytes, dict[str, int]] | None = None
     # Per model, the longest prefix of this prompt it served lately (warm.py): what its
     # upstream probably still caches.
     warm: dict[str, Warm] = field(default_factory=dict)
@@ -116,9 +119,28 @@ def count_prompt(req: ModelRequest, counter: TokenCounter) -> int:
                ) + req.extra_prompt_tokens
 
 
+def count_with_head(req: ModelRequest, counter: TokenCounter, k: int) -> tuple[int, int]:
+    """``count_prompt`` of a templated request, and of its first ``k`` messages with its
+    tools and schema (its head), in one pass over the text: the messages are counted in
+    two runs, the reply's framing once."""
+    head = counter.count_messages(req.messages[:k]) + structured_tokens(req.body, counter)
+    rest = counter.count_messages(req.messages[k:]) - TOKENS_PER_REPLY
+    return head + rest + req.extra_prompt_tokens, head - TOKENS_PER_REPLY
+
+
 def _measure_sync(req: ModelRequest, encodings: set[str], scorer: Scorer | None,
                   chain: bool = False) -> RequestFeatures:
-    counts = {enc: count_prompt(req, counter_for(enc)) for enc in encodings}
+    cache_aware = chain and req.templated
+    messages = req.body.get("messages")
+    # The head is the chain's: counted only where the counted messages are the body's.
+    k = head_length(messages) if cache_aware and messages is req.messages else 0
+    heads: dict[str, int] = {}
+    if k:
+        counts = {}
+        for enc in encodings:
+            counts[enc], heads[enc] = count_with_head(req, counter_for(enc), k)
+    else:
+        counts = {enc: count_prompt(req, counter_for(enc)) for enc in encodings}
     score, spent = None, None
     if scorer is not None:
         started = time.perf_counter()
@@ -129,9 +151,9 @@ def _measure_sync(req: ModelRequest, encodings: set[str], scorer: Scorer | None,
     demand = Demand(counts, len(req.messages), req.max_tokens, req.choices,
                     generates=req.operation != EMBEDDING,
                     inputs=1 if req.templated else len(req.messages))
-    cache_aware = chain and req.templated
+    hashes = prefix_chain(req.body) if cache_aware else None
     return RequestFeatures(counts, expected, demand, score, classify_s=spent, scorer=scorer,
-                           chain=prefix_chain(req.body) if cache_aware else None,
+                           chain=hashes, head=(hashes[k - 1], heads) if hashes and k else None,
                            breakpoints=cache_aware and has_breakpoints(req.body),
                            native_breakpoints=None if not cache_aware or req.native is None
                            else has_breakpoints(req.native.body))

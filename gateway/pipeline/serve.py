@@ -276,9 +276,10 @@ async def _answer(gw: AppState, door: Door, out: Responder, o: Outcome, caller: 
     o.model = model.name
     bill.served = True
     if features.chain:      # that model now holds this prompt in its prefix cache
-        gw.warm.remember(caller.team_name, features.chain[-1],
-                         Warm(model.name, attempts.replica or 0,
-                              features.prompt_tokens(model.tokenizer), time.time()))
+        gw.warm.served(caller.team_name, features.chain, features.head,
+                       Warm(model.name, attempts.replica or 0,
+                            features.prompt_tokens(model.tokenizer), time.time()),
+                       model.tokenizer)
     headers = o.response_headers()
     if attempts.count > 1:
         headers["x-routegate-attempts"] = attempts.header()

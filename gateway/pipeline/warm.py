@@ -4,7 +4,8 @@
     warm = gw.warm.find(team, chain)               # the longest prefix served before, or None
     per_model = gw.warm.by_model(team, chain)      # each model's longest: what it still caches
     ...                                            # the router prices it: cached tokens, less prefill
-    gw.warm.remember(team, chain[-1], Warm("medium", 0, prompt_tokens))
+    gw.warm.served(team, chain, (chain[k - 1], {"o200k_base": 1800}),   # k = head_length
+                   Warm("medium", 0, 2400), "o200k_base")   # the prompt, and its head
 
 An agent's session is a prompt that grows every turn: the system prompt, the
 tools, then every tool result so far. The upstream that served the last turn
@@ -15,6 +16,12 @@ messages (the tools and response format first, each message's hash taken over
 the one before it), so a turn that appends to an earlier prompt contains that
 prompt's hash in its own chain. The last hash of each served request is
 remembered with the model and replica that served it and its prompt tokens.
+So is the hash of its head (the tools and the leading system messages, when
+they are ``MIN_SHARED_TOKENS`` or more and something follows them): the
+sessions of one agent share it, and the upstream's prefix cache serves a new
+session's head from an earlier one's (vLLM's and OpenAI's automatic caching,
+Anthropic's breakpoint on the system prompt), so a new session is priced warm
+where the last session with that head was served.
 
 The record is kept in this replica's memory (bounded, least recently used
 first out, ``ttl_s`` near the upstream's cache lifetime) and shared through
@@ -55,6 +62,7 @@ from redis.asyncio import RedisCluster
 log = logging.getLogger("routegate.warm")
 
 MAX_LOCAL = 100_000        # prefixes this replica remembers, all teams
+MIN_SHARED_TOKENS = 512    # a head shorter than this is not remembered on its own
 MAX_PER_TEAM = 20_000      # prefixes Redis keeps per team
 PUSH_EVERY_S = 0.05        # at most one write-and-publish per this: a busy replica's batch
 POLL_S = 2.0               # the catch-up read and the trim
@@ -96,6 +104,19 @@ def prefix_chain(body: dict[str, Any]) -> list[bytes]:
         parent = hashlib.blake2b(parent + data, digest_size=16).digest()
         chain.append(parent)
     return chain
+
+
+def head_length(messages: Any) -> int:
+    """How many leading system (or developer) messages a chat prompt has, when something
+    follows them (0 otherwise): its head, which the sessions of one agent share."""
+    if not isinstance(messages, list):
+        return 0
+    k = 0
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") not in ("system", "developer"):
+            break
+        k += 1
+    return k if k < len(messages) else 0
 
 
 def has_breakpoints(body: dict[str, Any]) -> bool:
@@ -173,6 +194,15 @@ class WarmPrefixes:
             if warm is not None and warm.at >= cutoff and warm.model not in out:
                 out[warm.model] = warm
         return out
+
+    def served(self, team: str, chain: list[bytes], head: tuple[bytes, dict[str, int]] | None,
+               warm: Warm, encoding: str) -> None:
+        """``warm``'s model served the prompt ``chain`` hashes: it holds the whole prompt,
+        and its ``head`` (the head's hash and tokens per encoding) when that is
+        ``MIN_SHARED_TOKENS`` or more in its model's ``encoding``."""
+        self.remember(team, chain[-1], warm)
+        if head is not None and (tokens := head[1].get(encoding, 0)) >= MIN_SHARED_TOKENS:
+            self.remember(team, head[0], Warm(warm.model, warm.replica, tokens, warm.at))
 
     def remember(self, team: str, last: bytes, warm: Warm) -> None:
         """``last``: the served request's whole prompt (its chain's last hash)."""

@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 
 from budget.keys import KeySpace
 from gateway.pipeline import warm as warm_module
-from gateway.pipeline.warm import Warm, WarmPrefixes, prefix_chain
+from gateway.pipeline.warm import MIN_SHARED_TOKENS, Warm, WarmPrefixes, head_length, prefix_chain
 from loadtest.servers import Gateway
 from loadtest.warm_sync import row, two_replicas
 
@@ -74,6 +74,113 @@ def test_the_longest_warm_prefix_is_found_and_expires() -> None:
     assert warm.find("other", chain) is None                # per team
     warm.remember("t", chain[3], Warm("small", 0, 1000, time.time() - 120))
     assert warm.find("t", chain).model == "large"           # type: ignore[union-attr]
+
+
+def test_a_sessions_head_is_remembered_for_the_sessions_that_share_it() -> None:
+    """A served prompt's head (its tools and leading system messages) is remembered
+    beside the whole prompt when it is long enough, so another session that starts
+    with it finds the model that holds it; a short head, or a prompt that is all head
+    or has none, adds nothing."""
+    def prompt(system: str, user: str) -> dict:
+        return {"tools": TOOLS, "messages": [{"role": "system", "content": system},
+                                             {"role": "developer", "content": "Be brief."},
+                                             {"role": "user", "content": user}]}
+    one, other = prompt("rules", "first task"), prompt("rules", "second task")
+    k = head_length(one["messages"])
+    assert k == 2 and head_length(other["messages"]) == 2
+    assert head_length(one["messages"][:2]) == 0 and head_length(body("a", "b")) == 0
+    assert head_length(body("a")["messages"]) == 0 and head_length(None) == 0
+    chain, its = prefix_chain(one), prefix_chain(other)
+    assert chain[:k] == its[:k] and chain[-1] != its[-1]
+    assert prefix_chain({**other, "tools": []})[k - 1] != chain[k - 1]   # the tools are in it
+    warm, now = WarmPrefixes(ttl_s=60), time.time()
+    served = Warm("large", 1, 3000, now)
+    warm.served("t", chain, (chain[k - 1], {"o200k_base": MIN_SHARED_TOKENS - 1}), served,
+                "o200k_base")
+    assert warm.find("t", its) is None                         # too short to count
+    warm.served("t", chain, (chain[k - 1], {"o200k_base": 2000, "cl100k_base": 10}), served,
+                "o200k_base")
+    assert warm.by_model("t", its) == {"large": Warm("large", 1, 2000, now)}
+    assert warm.find("t", chain) == served                     # the whole prompt first
+    warm.served("t", chain, None, served, "o200k_base")        # no head: only the prompt
+    assert warm.by_model("u", its) == {}
+
+
+def test_a_prompt_counted_with_its_head_counts_as_it_did() -> None:
+    """Counting the head beside the prompt splits one pass over the text: the prompt's
+    count is the one routing and the reservation had, the head's its messages' and
+    tools' share of it."""
+    from classifiers.length import TOKENS_PER_REPLY, counter_for
+    from gateway.pipeline.features import count_prompt, count_with_head
+    from gateway.pipeline.request import ModelRequest
+
+    messages: list[dict] = [
+        {"role": "system", "content": "You plan releases. " * 40},
+        {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]},
+        {"role": "user", "content": "Plan it.", "name": "ana"},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"}]
+    for tools in (None, TOOLS):
+        body: dict = {"messages": messages, **({"tools": tools} if tools else {})}
+        req = ModelRequest(body, "auto", messages, False, False, 64, 1, None, bool(tools),
+                           False, extra_prompt_tokens=7)
+        for enc in ("o200k_base", "cl100k_base"):
+            counter = counter_for(enc)
+            total, head = count_with_head(req, counter, 2)
+            assert total == count_prompt(req, counter)
+            assert head == (counter.count_messages(messages[:2]) - TOKENS_PER_REPLY
+                            + (count_prompt(req, counter) - counter.count_messages(messages)
+                               - 7))
+
+
+@pytest.mark.parametrize("shared, kept", [(True, "warm-a"), (False, "warm-b")])
+def test_a_new_session_is_priced_warm_where_its_shared_system_prompt_is(shared: bool,
+                                                                        kept: str) -> None:
+    """Two in-process simulated models with a prefix cache: a session's first turn asks
+    ``auto:0.9``, which only the dearer ``warm-a`` meets. Another session's first turn,
+    plain ``auto``, stays on ``warm-a`` when it starts with the same system prompt (its
+    upstream reads that from the first session's cache, and says so) and goes to the
+    cheaper ``warm-b`` when its system prompt is its own."""
+    from loadtest.servers import TEST_KEY, hashed, run_gateway
+
+    def model(name: str, ability: float, price: float) -> dict:
+        return {"name": name, "backend": "simulated", "ability": ability,
+                "price": {"input_per_mtok": price, "output_per_mtok": 2 * price,
+                          "cached_input_per_mtok": price / 10},
+                "context_window": 16384, "max_output_tokens": 512,
+                "simulate": {"tpot_ms": 1, "prefill_tokens_per_s": 1_000_000, "seed": 7,
+                             "output_tokens_mean": 8, "prefix_cache": True}}
+    config = {"models": [model("warm-a", 0.97, 1.0), model("warm-b", 0.75, 0.9)],
+              "teams": [{"name": "test", "keys": [hashed(TEST_KEY)], "quality": 0.1}],
+              "redis_url": "redis://127.0.0.1:6379/0", "metrics": {"enabled": False},
+              "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
+              "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}", "worker_in_serve": False}}
+
+    def rules(seed: int) -> str:
+        rng = random.Random(seed)
+        return "agent rules. " + " ".join(rng.choice(["cache", "tool", "plan"])
+                                          for _ in range(1500))
+
+    def ask(url: str, model: str, system: str, task: str) -> tuple[str, int, int]:
+        r = httpx.post(url + "/v1/chat/completions", timeout=60,
+                       headers={"authorization": f"Bearer {TEST_KEY}"},
+                       json={"model": model, "max_tokens": 16, "messages": [
+                           {"role": "system", "content": system},
+                           {"role": "user", "content": task}]})
+        r.raise_for_status()
+        usage = r.json()["usage"]
+        details = usage.get("prompt_tokens_details") or {}
+        return (r.headers["x-routegate-model"], details.get("cached_tokens") or 0,
+                usage["prompt_tokens"])
+
+    with run_gateway(config) as gw:
+        first, _, _ = ask(gw.url, "auto:0.9", rules(3), "Plan the release.")
+        second, cached, prompt = ask(gw.url, "auto", rules(3 if shared else 4),
+                                     "Write the changelog for it, with every section.")
+    assert first == "warm-a"
+    assert second == kept
+    assert (cached > 0.8 * prompt) == shared
 
 
 Sync = Callable[[WarmPrefixes], Awaitable[None]]
@@ -496,7 +603,8 @@ def test_a_prefix_is_priced_warm_only_on_an_upstream_that_caches(prefix_cache: b
               "redis_url": "redis://127.0.0.1:6379/0", "metrics": {"enabled": False},
               "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
               "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}", "worker_in_serve": False}}
-    rules = "session rules. " + " ".join(random.Random(3).choice(["cache", "prefix", "agent"])
+    rng = random.Random(3)
+    rules = "session rules. " + " ".join(rng.choice(["cache", "prefix", "agent"])
                                          for _ in range(1200))
 
     def ask(url: str, model: str, messages: list) -> tuple[str, int, str]:
