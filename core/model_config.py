@@ -72,7 +72,8 @@ class SimulateConfig(Strict):
     # KV_TOKENS_PER_SLOT per batch slot, so that the slots bind before the cache does.
     kv_cache_tokens: int | None = Field(default=None, ge=1, le=1 << 30)
     # A prefix cache as vLLM's (sim/prefix_cache.py): cached prompt blocks skip the prefill
-    # and are reported as cached_tokens; its size in tokens (None: kv_cache_tokens).
+    # and are reported as cached_tokens; its size in tokens apart from the running
+    # requests' KV (None: it shares kv_cache_tokens with them, as vLLM's does).
     prefix_cache: bool = True
     prefix_cache_tokens: int | None = Field(default=None, ge=16, le=1 << 30)
     output_tokens_mean: int = Field(default=120, ge=1)

@@ -192,6 +192,12 @@ def standalone_fleet(config: dict[str, Any], tmp: Path, *, signals: bool = False
                     "--batch-slowdown", str(sim.get("batch_slowdown", 0.04)),
                     "--max-batch", str(sim["max_batch"]),
                     "--output-mean", str(int(sim["output_tokens_mean"]))]
+            if sim.get("kv_cache_tokens"):
+                args += ["--kv-cache-tokens", str(sim["kv_cache_tokens"])]
+            if sim.get("prefix_cache") is False:
+                args.append("--no-prefix-cache")
+            if sim.get("prefix_cache_tokens"):
+                args += ["--prefix-cache-tokens", str(sim["prefix_cache_tokens"])]
             url = stack.enter_context(server(args, "/health", port, tmp / f"sim-{model['name']}.log"))
             model.update(backend="openai_compat", base_url=url + "/v1", upstream_model="default")
             # The gateway knows only what it is told and what it measures: the

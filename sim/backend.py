@@ -16,7 +16,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -62,6 +62,20 @@ def assemble_message(choices: list[dict[str, Any]]) -> tuple[dict[str, Any], str
 SERVED_KEPT = 10_000
 
 
+@dataclass
+class Prompts:
+    """A request's prompts as this server read them: one for chat, one per prompt of a
+    legacy list; each one's blocks, and its tokens."""
+
+    each: list[Prompt]
+    tokens: list[int]
+
+    @property
+    def cached(self) -> int:
+        """Prompt tokens read from the prefix cache, each prompt's first answer's."""
+        return sum(p.cached for p in self.each)
+
+
 class SimulatedBackend:
     def __init__(self, model: ModelConfig) -> None:
         self.name = model.name
@@ -76,27 +90,28 @@ class SimulatedBackend:
         self._first_byte_s = model.timeouts.first_byte_s
         self._total_s = model.timeouts.total_s
 
-    def _chunks(self, call: UpstreamCall, prompt: Prompt | None = None
+    def _chunks(self, call: UpstreamCall, prompts: Prompts
                 ) -> AsyncGenerator[dict[str, Any], None]:
         """Choice deltas; with ``n`` > 1, each answer in turn, tagged with its ``index``
-        (as vLLM and OpenAI answer ``n``: usage counts every answer's tokens)."""
+        (as vLLM and OpenAI answer ``n``: usage counts every answer's tokens); a list
+        of legacy prompts, ``n`` answers for each prompt in turn, as OpenAI numbers them."""
         n = call.payload.get("n")
         n = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
-        texts = call.payload.get("prompt")
-        if call.route == "completions" and isinstance(texts, list) and texts and not isinstance(
-                texts[0], int):
-            n *= len(texts)       # n answers for each prompt of a list, as OpenAI answers
-        if n <= 1:
+        if n * len(prompts.each) <= 1:
             return self.engine.generate(call.payload, prompt_tokens=call.prompt_tokens,
-                                        p_correct=call.p_correct, prompt=prompt)
-        return self._several(call, n, prompt)
+                                        p_correct=call.p_correct, prompt=prompts.each[0])
+        return self._several(call, n, prompts)
 
-    async def _several(self, call: UpstreamCall, n: int, prompt: Prompt | None
+    async def _several(self, call: UpstreamCall, n: int, prompts: Prompts
                        ) -> AsyncGenerator[dict[str, Any], None]:
-        for index in range(n):      # the first answer's prefill caches the prompt for the rest
-            async for choice in self.engine.generate(call.payload, prompt_tokens=call.prompt_tokens,
-                                                     p_correct=call.p_correct,
-                                                     prompt=prompt if index == 0 else None):
+        for index in range(n * len(prompts.each)):
+            prompt = prompts.each[index // n]
+            # The prompt's first answer prefills it; the others find it in the cache
+            # (what they find is not reported again: vLLM prefills a prompt once for n).
+            twin = prompt if index % n == 0 else Prompt(prompt.blocks)
+            tokens = prompts.tokens[index // n]
+            async for choice in self.engine.generate(call.payload, prompt_tokens=tokens,
+                                                     p_correct=call.p_correct, prompt=twin):
                 yield {**choice, "index": index}
 
     def _convert(self, exc: BaseException, *, generating: bool = False) -> GatewayError:
@@ -111,26 +126,30 @@ class SimulatedBackend:
         return UpstreamError(f"model {self.name} failed: connection lost")
 
     def record(self, call: UpstreamCall, completion_tokens: int, finished: str,
-               prompt: Prompt | None = None) -> None:
+               prompts: Prompts | None = None) -> None:
         self.served.append({"id": call.request_id, "route": call.route,
                             "model": call.payload.get("model"),
                             "prompt_tokens": call.prompt_tokens,
-                            "cached_tokens": prompt.cached if prompt is not None else 0,
+                            "cached_tokens": prompts.cached if prompts is not None else 0,
                             "completion_tokens": completion_tokens, "finished": finished})
 
-    def _received(self, call: UpstreamCall) -> tuple[UpstreamCall, Prompt]:
+    def _received(self, call: UpstreamCall) -> tuple[UpstreamCall, Prompts]:
         """The call with the prompt counted as this server counts what it received
         (``sim/count.py``), never the gateway's figure: usage reports this count; and
-        its prompt's prefix-cache blocks."""
-        tokens, ids = prompt_of(call.payload, call.route)
-        try:
-            blocks = block_hashes(ids)
-        except (OverflowError, TypeError):        # token ids no tokenizer has
-            blocks = []
-        return replace(call, prompt_tokens=tokens), Prompt(blocks)
+        each of its prompts' prefix-cache blocks."""
+        tokens, keys = prompt_of(call.payload, call.route)
+        each, counts = [], []
+        for ids in keys:
+            try:
+                blocks = block_hashes(ids)
+            except (OverflowError, TypeError):    # token ids no tokenizer has
+                blocks = []
+            each.append(Prompt(blocks))
+            counts.append(len(ids) if len(keys) > 1 else tokens)
+        return replace(call, prompt_tokens=tokens), Prompts(each, counts)
 
     async def complete(self, call: UpstreamCall) -> Completion:
-        call, prompt = self._received(call)
+        call, prompts = self._received(call)
         if call.route == "embeddings":
             return await self._embed(call)
         started = time.perf_counter()
@@ -139,16 +158,16 @@ class SimulatedBackend:
         choices: list[dict[str, Any]] = []
         try:
             async with asyncio.timeout(call.bound_s(self._total_s)):
-                async for choice in self._chunks(call, prompt):
+                async for choice in self._chunks(call, prompts):
                     first_at = first_at or time.perf_counter()
                     choices.append(choice)
         except (SimFailure, TimeoutError) as exc:
             if first_at:
-                self.record(call, _tokens_in(choices), "failed", prompt)
+                self.record(call, _tokens_in(choices), "failed", prompts)
             raise self._convert(exc, generating=isinstance(exc, TimeoutError)) from None
         except asyncio.CancelledError:
             if first_at:
-                self.record(call, _tokens_in(choices), "cancelled", prompt)
+                self.record(call, _tokens_in(choices), "cancelled", prompts)
             raise
         finally:
             self.stats.in_flight -= 1
@@ -161,14 +180,14 @@ class SimulatedBackend:
             out.append({"index": index, "message": message, "logprobs": logprobs,
                         "finish_reason": finish})
         n_out = _tokens_in(choices)
-        self.record(call, n_out, "completed", prompt)
+        self.record(call, n_out, "completed", prompts)
         model, created = call.payload.get("model", self.name), int(time.time())
         if call.route == "completions":
-            data = text_answer(model, created, answers, call.prompt_tokens, n_out)
+            data = text_answer(model, created, answers, call.prompt_tokens, n_out, prompts.cached)
         else:
             data = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion",
                     "created": created, "model": model, "system_fingerprint": "routegate-sim",
-                    "choices": out, "usage": usage(call.prompt_tokens, n_out, prompt.cached)}
+                    "choices": out, "usage": usage(call.prompt_tokens, n_out, prompts.cached)}
         elapsed = time.perf_counter() - started
         ttft = first_at - started
         self.stats.requests += 1
@@ -176,7 +195,7 @@ class SimulatedBackend:
         if n_out > 1:
             self.stats.observe_tpot(max(0.0, elapsed - ttft) / n_out)
         return Completion(orjson.dumps(data), data,
-                          Usage(call.prompt_tokens, n_out, cached_tokens=prompt.cached), elapsed,
+                          Usage(call.prompt_tokens, n_out, cached_tokens=prompts.cached), elapsed,
                           ttft)
 
     async def _embed(self, call: UpstreamCall) -> Completion:
@@ -224,11 +243,11 @@ def _tokens_in(choices: list[dict[str, Any]]) -> int:
 
 
 class SimChunkStream(MeteredStream):
-    def __init__(self, backend: SimulatedBackend, call: UpstreamCall, prompt: Prompt) -> None:
+    def __init__(self, backend: SimulatedBackend, call: UpstreamCall, prompts: Prompts) -> None:
         self._backend = backend
         self._call = call
-        self._prompt = prompt
-        self._gen = backend._chunks(call, prompt)
+        self._prompts = prompts
+        self._gen = backend._chunks(call, prompts)
         self._meter = StreamMeter(backend.stats)
         opts = call.payload.get("stream_options") or {}
         self._with_usage = bool(opts.get("include_usage"))
@@ -261,13 +280,13 @@ class SimChunkStream(MeteredStream):
                 yield self._event(choice)
         except SimFailure as exc:
             self._recorded = True
-            self._backend.record(self._call, self._n_out, "failed", self._prompt)
+            self._backend.record(self._call, self._n_out, "failed", self._prompts)
             raise self._backend._convert(exc) from None
         self._recorded = True
-        self._backend.record(self._call, self._n_out, "completed", self._prompt)
-        counts = usage(self._call.prompt_tokens, self._n_out, self._prompt.cached)
+        self._backend.record(self._call, self._n_out, "completed", self._prompts)
+        counts = usage(self._call.prompt_tokens, self._n_out, self._prompts.cached)
         self._meter.usage = Usage(counts["prompt_tokens"], counts["completion_tokens"],
-                                  cached_tokens=self._prompt.cached)
+                                  cached_tokens=self._prompts.cached)
         if self._with_usage:
             final = chunk(self._kind, self._cid, self._created, self._model, None, False)
             final["usage"] = counts
@@ -280,5 +299,5 @@ class SimChunkStream(MeteredStream):
             return
         if not self._recorded and self._first is not None:     # the client left mid-stream
             self._recorded = True
-            self._backend.record(self._call, self._n_out, "cancelled", self._prompt)
+            self._backend.record(self._call, self._n_out, "cancelled", self._prompts)
         await self._gen.aclose()  # cancels a generation still in progress

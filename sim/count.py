@@ -30,6 +30,7 @@ an independent reading of the request.
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import math
@@ -149,63 +150,86 @@ def _image_tokens(image: Any) -> int:
     return 85 + 170 * math.ceil(w * scale / 512) * math.ceil(h * scale / 512)
 
 
-def _content(content: Any) -> tuple[str, int]:
-    """(text, image tokens) of a message's content."""
+Mark = tuple[int, bytes]      # an image: where it sits in the text (chars), what it is
+
+
+def _content(content: Any) -> tuple[str, int, list[Mark]]:
+    """(text, image tokens, images) of a message's content."""
     if isinstance(content, str):
-        return content, 0
-    texts, images = [], 0
+        return content, 0, []
+    texts: list[str] = []
+    images, marks = 0, []
     for part in content if isinstance(content, list) else ():
         if isinstance(part, dict) and part.get("type") == "image_url":
             images += _image_tokens(part.get("image_url"))
+            marks.append((len("\n".join(texts)), _digest(part.get("image_url"))))
         elif isinstance(part, dict) and isinstance(part.get("text"), str):
             texts.append(part["text"])
-    return "\n".join(texts), images
+    return "\n".join(texts), images, marks
 
 
-def _chat_prompt(payload: dict[str, Any]) -> tuple[str, int]:
-    """The prompt as one ChatML string, and the image tokens beside it."""
-    turns, images = [], 0
+def _digest(image: Any) -> bytes:
+    url = image.get("url") if isinstance(image, dict) else None
+    return hashlib.blake2b(str(url).encode(), digest_size=8).digest()
+
+
+def _chat_prompt(payload: dict[str, Any]) -> tuple[str, int, list[Mark]]:
+    """The prompt as one ChatML string, the image tokens beside it, and where each image
+    sits in it."""
+    turns: list[str] = []
+    images, marks, at = 0, [], 0
     system_extra = [b for b in (_tools_block(payload["tools"]) if payload.get("tools") else "",
                                 _format_block(payload.get("response_format"))) if b]
     messages = list(payload.get("messages") or [])
     if system_extra and not (messages and messages[0].get("role") in ("system", "developer")):
         messages.insert(0, {"role": "system", "content": ""})
     for i, message in enumerate(messages):
-        text, pictures = _content(message.get("content"))
+        text, pictures, where = _content(message.get("content"))
         images += pictures
         if i == 0 and system_extra:
             text = "\n\n".join([text, *system_extra]) if text else "\n\n".join(system_extra)
         role = message.get("role", "user")
         if message.get("name"):
             role = f"{role} name={message['name']}"
-        turns.append(f"{START}{role}\n{text}{END}\n")
+        head = f"{START}{role}\n"
+        marks += [(at + len(head) + offset, digest) for offset, digest in where]
+        turns.append(f"{head}{text}{END}\n")
+        at += len(turns[-1])
         for call in message.get("tool_calls") or ():
             fn = call.get("function") or {}
             turns.append(f"{START}assistant to=functions.{fn.get('name', '')}\n"
                          f"{fn.get('arguments', '')}{END}\n")
+            at += len(turns[-1])
     turns.append(f"{START}assistant\n")
-    return "".join(turns), images
+    return "".join(turns), images, marks
 
 
-def prompt_of(payload: dict[str, Any], route: str = "chat/completions") -> tuple[int, list[int]]:
-    """(the prompt tokens an honest server bills for this body, the token ids of its
-    text, which a prefix cache keys on; images are billed, not cached here)."""
+# An image's place in the ids a prefix cache keys on: past any tokenizer's ids.
+IMAGE_KEY_BASE = 1 << 40
+
+
+def prompt_of(payload: dict[str, Any], route: str = "chat/completions"
+              ) -> tuple[int, list[list[int]]]:
+    """(the prompt tokens an honest server bills for this body, per prompt the ids a
+    prefix cache keys on). A chat body is one prompt, whose ids are its text's with each
+    image's digest where it sits (as vLLM keys a block on the images in it); a list of
+    legacy prompts is a prompt each, as a server runs each as a request of its own."""
     if route == "chat/completions":
-        text, images = _chat_prompt(payload)
+        text, images, marks = _chat_prompt(payload)
         ids = token_ids(text)
-        return len(ids) + images, ids
+        total = len(ids) + images
+        for cut, digest in reversed(marks):      # from the end: earlier places stay put
+            ids.insert(len(token_ids(text[:cut])),
+                       IMAGE_KEY_BASE + int.from_bytes(digest[:5], "big"))
+        return total, [ids]
     value = payload.get("prompt" if route == "completions" else "input")
     items = value if isinstance(value, list) and value and not isinstance(value[0], int) else [value]
-    total, ids = 0, []
+    total, keys = 0, []
     for item in items:
-        if isinstance(item, str):
-            item_ids = token_ids(item)
-            total += len(item_ids)
-            ids.extend(item_ids)
-        else:
-            total += len(item or ())
-            ids.extend(item or ())
-    return total, ids
+        item_ids = token_ids(item) if isinstance(item, str) else list(item or ())
+        total += len(item_ids)
+        keys.append(item_ids)
+    return total, keys
 
 
 def prompt_tokens(payload: dict[str, Any], route: str = "chat/completions") -> int:

@@ -12,7 +12,11 @@ What it models, after continuous-batching servers such as vLLM:
 - prefill is compute-bound, so prompts are prefilled one at a time:
   TTFT = queue wait + uncached prompt tokens / prefill_tokens_per_s, where a
   prompt's prefix still in the prefix cache (``prefix_cache.py``, vLLM's
-  automatic prefix caching) is not prefilled again;
+  automatic prefix caching) is not prefilled again. The cache is looked up
+  when the prefill starts, so a request that waited behind the same prompt
+  finds it; the cache and the running sequences share the KV cache (unless
+  ``prefix_cache_tokens`` sizes the cache apart): a block several sequences
+  share is held once, and a block a running sequence holds is never evicted;
 - decode is memory-bound and shared: each step takes
   tpot_ms × (1 + batch_slowdown × (sequences decoding − 1)).
 Failure injection (5xx, hang, mid-stream drop, invalid JSON) is drawn per
@@ -72,10 +76,12 @@ class SimStats:
 @dataclass
 class Prompt:
     """What the server read of one request's prompt: its cache blocks, and how many of its
-    tokens the prefix cache held (set at the prefill)."""
+    tokens the prefix cache held (set at the prefill); ``held``: its blocks are held in
+    the cache while it runs (released at its end)."""
 
     blocks: list[bytes]
     cached: int = 0
+    held: bool = False
 
 
 class SimEngine:
@@ -89,11 +95,18 @@ class SimEngine:
         self._prefill = asyncio.Lock()
         self.kv_capacity = config.kv_cache_tokens or KV_TOKENS_PER_SLOT * config.max_batch
         self.prefix = PrefixCache(config.prefix_cache_tokens or self.kv_capacity)
+        self._shared_kv = config.prefix_cache_tokens is None   # the cache in the KV pool
 
     def kv_usage(self) -> float:
         """The share of the KV cache the running sequences hold, 0..1 (vLLM's
-        ``kv_cache_usage_perc``). The cache is a reading only: admission is by slots."""
-        return min(1.0, self.stats.kv_tokens / self.kv_capacity)
+        ``kv_cache_usage_perc``), their shared prefix blocks once. The cache is a reading
+        only: admission is by slots."""
+        return min(1.0, (self.stats.kv_tokens + self.prefix.held_tokens) / self.kv_capacity)
+
+    def _besides(self) -> int:
+        """KV tokens the running sequences hold outside the cache's blocks, where they
+        share its pool."""
+        return self.stats.kv_tokens if self._shared_kv else 0
 
     def _draw(self, rate: float) -> bool:
         return rate > 0 and self._rng.random() < rate
@@ -111,26 +124,28 @@ class SimEngine:
         extra = max(0, self.stats.decoding - 1)
         return self.config.tpot_ms / 1000 * (1 + self.config.batch_slowdown * extra)
 
-    async def _prefill_prompt(self, prompt_tokens: int) -> None:
-        """One prompt at a time, as a GPU's prefill is; counted while it waits."""
+    async def _prefill_cached(self, prompt: Prompt | None, prompt_tokens: int, started: float,
+                              held: list[int]) -> None:
+        """One prompt at a time, as a GPU's prefill is (counted while it waits), less a
+        prefix its cache holds once its turn comes; its blocks are then held in the cache
+        (``held``: the sequence's KV tokens outside them)."""
         self.stats.prefill_queued += 1
         try:
             await self._prefill.acquire()
         finally:
             self.stats.prefill_queued -= 1
         try:
-            await asyncio.sleep(prompt_tokens / self.config.prefill_tokens_per_s)
+            cached = 0
+            if prompt is not None and self.config.prefix_cache:
+                cached = prompt.cached = self.prefix.lookup(prompt.blocks, prompt_tokens)
+                in_blocks = len(prompt.blocks) * self.prefix.block
+                held[0] -= in_blocks
+                self.stats.kv_tokens -= in_blocks
+                self.prefix.hold(prompt.blocks, self._besides())
+                prompt.held = True
+            await asyncio.sleep((prompt_tokens - cached) / self.config.prefill_tokens_per_s)
         finally:
             self._prefill.release()
-
-    async def _prefill_cached(self, prompt: Prompt | None, prompt_tokens: int, started: float) -> None:
-        """The prompt's prefill, less a prefix its cache holds; then the prompt is cached."""
-        cached = 0
-        if prompt is not None and self.config.prefix_cache:
-            cached = prompt.cached = self.prefix.lookup(prompt.blocks, prompt_tokens)
-        await self._prefill_prompt(prompt_tokens - cached)      # a cached prefix is skipped
-        if prompt is not None and self.config.prefix_cache:
-            self.prefix.insert(prompt.blocks)
         self.stats.ttft_s.append(time.perf_counter() - started)
         del self.stats.ttft_s[:-1000]
 
@@ -161,7 +176,7 @@ class SimEngine:
         try:
             if hang:
                 await asyncio.sleep(3600)
-            await self._prefill_cached(prompt, prompt_tokens, started)
+            await self._prefill_cached(prompt, prompt_tokens, started, held)
             correct = self._rng.random() < (self.ability if p_correct is None else p_correct)
             draft = draft_answer(
                 payload, self._output_tokens(payload), correct=correct,
@@ -182,6 +197,9 @@ class SimEngine:
         finally:
             self.stats.running -= 1
             self.stats.kv_tokens -= held[0]
+            if prompt is not None and prompt.held:
+                prompt.held = False
+                self.prefix.release(prompt.blocks, self._besides())
             self._slots.release()
 
     async def _decode(self, draft: Draft, drop_at: int, held: list[int]

@@ -286,12 +286,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output-mean", type=int, default=40)
     parser.add_argument("--kv-cache-tokens", type=int, default=None,
                         help="KV-cache size in tokens (default: 4,096 per batch slot)")
+    parser.add_argument("--prefix-cache", action=argparse.BooleanOptionalAction, default=True,
+                        help="keep a prefix cache, as vLLM's automatic prefix caching")
+    parser.add_argument("--prefix-cache-tokens", type=int, default=None,
+                        help="the prefix cache's size apart from the running requests' KV "
+                             "(default: it shares the KV cache with them)")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
     base = SimulateConfig(prefill_tokens_per_s=args.prefill, tpot_ms=args.tpot_ms,
                           batch_slowdown=args.batch_slowdown, max_batch=args.max_batch,
                           output_tokens_mean=args.output_mean, seed=args.seed,
-                          kv_cache_tokens=args.kv_cache_tokens)
+                          kv_cache_tokens=args.kv_cache_tokens, prefix_cache=args.prefix_cache,
+                          prefix_cache_tokens=args.prefix_cache_tokens)
     uvicorn.run(create_app(base), host=args.host, port=args.port, log_level="warning")
 
 

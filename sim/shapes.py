@@ -55,7 +55,7 @@ def usage(prompt: int, completion: int, cached: int = 0) -> dict[str, Any]:
 
 
 def text_answer(model: str, created: int, answers: dict[int, list[dict[str, Any]]],
-                prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+                prompt_tokens: int, completion_tokens: int, cached: int = 0) -> dict[str, Any]:
     """A non-streamed legacy completion from each answer's deltas."""
     choices = []
     for index, deltas in sorted(answers.items()):
@@ -65,7 +65,7 @@ def text_answer(model: str, created: int, answers: dict[int, list[dict[str, Any]
         choices.append({"index": index, "text": text, "logprobs": None, "finish_reason": finish})
     return {"id": f"cmpl-{random.getrandbits(96):024x}", "object": "text_completion",
             "created": created, "model": model, "system_fingerprint": "routegate-sim",
-            "choices": choices, "usage": usage(prompt_tokens, completion_tokens)}
+            "choices": choices, "usage": usage(prompt_tokens, completion_tokens, cached)}
 
 
 def _inputs(value: Any) -> list[Any]:
