@@ -30,6 +30,7 @@ class Upstream:
 
     buffered = False
     usage: Usage | None = None
+    prompt_seen: Usage | None = None
     ttft_s = 0.0
     tpot_s = None
 

@@ -142,13 +142,13 @@ def test_a_broken_stream_bills_its_prompt_as_anthropic_counted_it(
     long_system = " ".join(f"Rule {i}: answer in plain words." for i in range(300))
     chat = openai.OpenAI(base_url=anthropic_gateway.base_url, api_key=TEST_KEY, max_retries=0)
     sdk = anthropic.Anthropic(base_url=anthropic_gateway.url, api_key=TEST_KEY, max_retries=0)
+    marked: Any = [{"role": "system", "content": [{"type": "text", "text": long_system,
+                                                  "cache_control": {"type": "ephemeral"}}]},
+                   {"role": "user", "content": "Hello there."}]
     for _ in range(2):
         with pytest.raises(openai.APIError):
             for _ in chat.chat.completions.create(model="breaks", max_tokens=32, stream=True,
-                                                  messages=[
-                {"role": "system", "content": [{"type": "text", "text": long_system,
-                                                "cache_control": {"type": "ephemeral"}}]},
-                {"role": "user", "content": "Hello there."}]):
+                                                  messages=marked):
                 pass
     with pytest.raises(anthropic.APIStatusError):
         with sdk.messages.stream(model="breaks", max_tokens=32, messages=[

@@ -153,6 +153,7 @@ class FakeUpstream:
         self.closed = False
         usage: Usage | None = None
         self.usage = usage
+        self.prompt_seen: Usage | None = None
         self.ttft_s = 0.05
         self.tpot_s: float | None = 0.01
         self.buffered = False

@@ -11,8 +11,9 @@ from typing import Any
 
 import httpx
 
-from backends.base import UpstreamCall
+from backends.base import Completion, UpstreamCall
 from core.config import ModelConfig, Price, SimulateConfig
+from core.types import Usage
 from loadtest.servers import run_simulator
 from sim.backend import SimulatedBackend
 from sim.prefix_cache import BLOCK_TOKENS, PrefixCache, block_hashes
@@ -23,6 +24,11 @@ def backend(**simulate: Any) -> SimulatedBackend:
         name="m", price=Price(input_per_mtok=1, output_per_mtok=1),
         simulate=SimulateConfig(**{"prefill_tokens_per_s": 5000, "tpot_ms": 1, "seed": 3,
                                    **simulate})))
+
+
+def usage_of(done: Completion) -> Usage:
+    assert done.usage is not None
+    return done.usage
 
 
 def served(cache: PrefixCache, blocks: list[bytes], other: int = 0) -> None:
@@ -128,8 +134,8 @@ def test_several_answers_prefill_the_prompt_once() -> None:
     started = time.perf_counter()
     done = asyncio.run(sim.complete(UpstreamCall("r", body, 1)))
     wall = time.perf_counter() - started
-    prompt = done.usage.prompt_tokens
-    assert done.usage.cached_tokens == 0                  # the first answer's, reported
+    prompt = usage_of(done).prompt_tokens
+    assert usage_of(done).cached_tokens == 0                  # the first answer's, reported
     assert sim.engine.prefix.hits == 2 * ((prompt - 1) // BLOCK_TOKENS * BLOCK_TOKENS)
     assert wall < 1.5 * prompt / 5000
 
@@ -148,7 +154,7 @@ def test_a_different_image_is_a_different_prefix() -> None:
         for url in ("https://example.com/cat.png", "https://example.com/dog.png",
                     "https://example.com/dog.png"):
             d = await sim.complete(UpstreamCall("r", body(url), 1))
-            out.append((d.usage.prompt_tokens, d.usage.cached_tokens))
+            out.append((usage_of(d).prompt_tokens, usage_of(d).cached_tokens))
         return out
     (p1, c1), (p2, c2), (p3, c3) = asyncio.run(run())
     assert p1 == p2 == p3 and c1 == 0
@@ -193,7 +199,7 @@ def test_the_running_requests_and_the_cache_share_the_kv_pool() -> None:
         again = await sim.complete(call(A, 1))
         usage = sim.engine.kv_usage()
         await running
-        return again.usage.cached_tokens, usage
+        return usage_of(again).cached_tokens, usage
     cached, usage = asyncio.run(run())
     assert cached == 48 and usage <= 1.0
 
@@ -207,7 +213,7 @@ def test_the_running_requests_and_the_cache_share_the_kv_pool() -> None:
         await asyncio.sleep(0.15)
         usage = big.engine.kv_usage()
         done = await asyncio.gather(*tasks)
-        return usage, done[0].usage.prompt_tokens
+        return usage, usage_of(done[0]).prompt_tokens
     usage, prompt = asyncio.run(two())
     # The prompt's blocks once, plus each sequence's partial block and output so far.
     assert prompt / 100_000 < usage < 1.1 * prompt / 100_000
