@@ -4,8 +4,12 @@
 
 Each session is an agent loop: a system prompt of 1-6k tokens and 4-20
 tool definitions, a user task, then turns of (the model's tool call, the
-tool's result of 100-3k tokens) until its 6-30 turns are done, the answers
-30-400 tokens. The prompt grows every turn and is sent whole, as agents do.
+tool's result of 100-3k tokens) until its 6-30 turns are done, then its
+answer; each turn's output (tool call or answer) is 30-400 tokens, asked of
+the simulator with vLLM's ``min_tokens`` under a ``max_tokens`` of twice the
+plan's longest, so every output ends as a model's does (a tool call, or a
+stop), never cut off at its limit (which the gateway rightly escalates). The
+prompt grows every turn and is sent whole, as agents do.
 Sessions start at the Azure chat trace's arrival times; each turn waits for
 the one before (a closed loop per session), and streams.
 
@@ -18,7 +22,8 @@ agent's turn reads thousands of tokens), none refused for a predicted late
 start (``scheduler.refuse_late: false``) nor after 5 s in the queue (it waits
 up to ``AGENT_WAIT_S``, as an agent waits for its answer). A turn refused
 with a 429 or 5xx is retried twice, after its retry-after or 0.5 s then 1 s,
-as the openai SDK does; a session ends at a turn that still fails. Policies
+as the openai SDK does (so is one whose connection failed); a session ends at
+a turn that still fails, or once the plan's ``deadline_s`` has passed. Policies
 compared:
 
 - ``cache_aware``: ``routing.cache_aware: true`` (the default): the model that
@@ -74,15 +79,22 @@ class SessionPlan:
     system: tuple[int, int]          # system prompt tokens
     tools: tuple[int, int]           # tool definitions
     result: tuple[int, int]          # tokens of each tool result
-    answer: tuple[int, int]          # max_tokens of each turn
+    answer: tuple[int, int]          # output tokens of each turn (its min_tokens)
     rps: float = 1.0                 # session starts per second (the trace's arrivals)
     quality: float = 0.7
+    deadline_s: float = 600.0        # no turn starts after this (from the first start)
+
+    @property
+    def max_tokens(self) -> int:
+        """What every turn asks at most: room above its output, as agents leave."""
+        return 2 * self.answer[1]
 
 
 QUICK = SessionPlan(sessions=8, turns=(6, 10), system=(1000, 3000), tools=(4, 12),
-                    result=(100, 1200), answer=(30, 200), rps=1.0)
+                    result=(100, 1200), answer=(30, 200), rps=1.0, deadline_s=180)
 FULL = SessionPlan(sessions=24, turns=(6, 30), system=(1000, 6000), tools=(4, 20),
-                   result=(100, 3000), answer=(30, 400), rps=0.5)
+                   result=(100, 3000), answer=(30, 400), rps=0.5, deadline_s=1200)
+DEADLINE = "deadline"            # a session cut off by its plan's deadline_s
 
 
 def policy_config(policy: str, tmp: Path) -> dict[str, Any]:
@@ -104,6 +116,8 @@ def policy_config(policy: str, tmp: Path) -> dict[str, Any]:
         # holds less than one long session on `large`, and evicts every prefix.
         sim = model.setdefault("simulate", {})
         sim.setdefault("kv_cache_tokens", sim.get("max_batch", 8) * model["context_window"])
+        # Each turn's output is its planned length (min_tokens), not max_tokens.
+        sim["output_tokens_mean"] = 1
         price = model["price"]
         price["cached_input_per_mtok"] = round(price["input_per_mtok"] * CACHED_SHARE, 6)
     routing = config.setdefault("routing", {})
@@ -127,7 +141,7 @@ class Session:
     task: str
     tools: list[dict[str, Any]]
     results: list[int]               # tool result tokens, one per turn after the first
-    answers: list[int]               # max_tokens per turn
+    answers: list[int]               # output tokens per turn (min_tokens)
     start: float
 
 
@@ -172,6 +186,14 @@ async def _turn(client: httpx.AsyncClient, url: str, key: str, body: dict[str, A
 async def _try_turn(client: httpx.AsyncClient, url: str, key: str, body: dict[str, Any]
                     ) -> tuple[Turn, dict[str, Any], float | None]:
     """One streamed turn: what it was routed to, its TTFT and usage, and its answer."""
+    try:
+        return await _streamed_turn(client, url, key, body)
+    except httpx.TransportError as exc:     # as the SDK: a connection error is retried
+        return Turn("-", f"transport {type(exc).__name__}", None, 0, 0, False), {}, 0.0
+
+
+async def _streamed_turn(client: httpx.AsyncClient, url: str, key: str, body: dict[str, Any]
+                         ) -> tuple[Turn, dict[str, Any], float | None]:
     started = time.perf_counter()
     ttft: float | None = None
     usage: dict[str, Any] = {}
@@ -215,15 +237,19 @@ async def _try_turn(client: httpx.AsyncClient, url: str, key: str, body: dict[st
 
 
 async def run_session(client: httpx.AsyncClient, url: str, key: str, s: Session,
-                      builder: PromptBuilder, quality: float, t0: float) -> list[Turn]:
+                      builder: PromptBuilder, plan: SessionPlan, t0: float) -> list[Turn]:
     await asyncio.sleep(max(0.0, t0 + s.start - time.monotonic()))
     messages: list[dict[str, Any]] = [{"role": "system", "content": s.system},
                                       {"role": "user", "content": s.task}]
     turns = []
-    for i, max_tokens in enumerate(s.answers):
+    for i, output in enumerate(s.answers):
+        if time.monotonic() > t0 + plan.deadline_s:
+            turns.append(Turn("-", DEADLINE, None, 0, 0, False))
+            break
         last = i == len(s.answers) - 1
-        body = {"model": f"auto:{quality}", "messages": messages, "tools": s.tools,
-                "tool_choice": "auto" if last else "required", "max_tokens": max_tokens,
+        body = {"model": f"auto:{plan.quality}", "messages": messages, "tools": s.tools,
+                "tool_choice": "auto" if last else "required", "min_tokens": output,
+                "max_tokens": plan.max_tokens,
                 "stream": True, "stream_options": {"include_usage": True}}
         turn, message = await _turn(client, url, key, body)
         turns.append(turn)
@@ -280,9 +306,11 @@ def bound_costs(prices: Prices, session: list[Turn]) -> tuple[float, float]:
 def summarize(policy: str, plan: SessionPlan, runs: list[list[Turn]], spent: float,
               prices: Prices) -> dict[str, Any]:
     turns = [t for session in runs for t in session]
+    answered = [t for t in turns if t.ok]
     done = [s for s in runs if s and all(t.ok for t in s)]
-    switches = [sum(a.model != b.model for a, b in zip(s, s[1:], strict=False))
-                for s in runs if s]
+    # Between the models that answered: a failed turn is no switch (nor a model used).
+    switches = [sum(a.model != b.model for a, b in zip(ok, ok[1:], strict=False))
+                for s in runs if (ok := [t for t in s if t.ok])]
     prompt = sum(t.prompt for t in turns)
     ttfts = [t.ttft_s for t in turns if t.ttft_s is not None]
     # Over every session's turns, as the ledger is, and per completed session likewise.
@@ -304,9 +332,11 @@ def summarize(policy: str, plan: SessionPlan, runs: list[list[Turn]], spent: flo
         "free_switch_cost_per_completed_session_usd": per_session(free),
         "prefix_cache_hit_rate": round(sum(t.cached for t in turns) / prompt, 4) if prompt else None,
         "model_switches_per_session": round(sum(switches) / len(switches), 2) if switches else None,
-        "quality_target_met": round(sum(t.reason in QUALITY_MET or policy == "large"
+        # Of every turn sent: one that failed met no target, under any policy.
+        "quality_target_met": round(sum(t.ok and (t.reason in QUALITY_MET or policy == "large")
                                         for t in turns) / len(turns), 4) if turns else None,
-        "models": {m: sum(t.model == m for t in turns) for m in sorted({t.model for t in turns})},
+        "models": {m: sum(t.model == m for t in answered)
+                   for m in sorted({t.model for t in answered})},
         # What ended the sessions that did not finish: status and error code, once retried.
         "failures": {f: sum(t.reason == f for t in turns if not t.ok)
                      for f in sorted({t.reason for t in turns if not t.ok})},
@@ -324,7 +354,7 @@ async def _drive(gw: Any, plan: SessionPlan, builder: PromptBuilder, t0: float
     limits = httpx.Limits(max_connections=len(work) + 4)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
         runs = await asyncio.gather(*(run_session(client, gw.url, key, s, builder,
-                                                  plan.quality, t0) for s in work))
+                                                  plan, t0) for s in work))
     await asyncio.sleep(0.5)               # the last settles
     return list(runs), await _spent(gw.url, key)
 

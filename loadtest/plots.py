@@ -149,17 +149,20 @@ def _save(fig: Figure, path: Path) -> Path:
 
 def sessions_figure(runs: list[dict[str, Any]]) -> Figure:
     """agent_sessions: per policy, cost per completed session, prefix-cache hit rate,
-    model switches per session and p95 TTFT."""
-    fig, axes = plt.subplots(1, 4, figsize=(13, 3.6))
+    model switches per session, the share of turns meeting their quality target and p95
+    TTFT. A figure a run has not (no session completed, no turn streamed) has no bar."""
+    fig, axes = plt.subplots(1, 5, figsize=(16, 3.6))
     names = [r["policy"] for r in runs]
     for ax, key, title in zip(axes, ("cost_per_completed_session_usd", "prefix_cache_hit_rate",
-                                     "model_switches_per_session", "p95"),
+                                     "model_switches_per_session", "quality_target_met", "p95"),
                               ("USD per completed session", "prefix-cache hit rate",
-                               "model switches per session", "interactive TTFT p95 (ms)"),
+                               "model switches per session", "turns meeting their quality target",
+                               "interactive TTFT p95 (ms)"),
                               strict=True):
-        values = [(r["pools"]["interactive"]["ttft_ms"]["p95"] if key == "p95" else r[key]) or 0
+        values = [r["pools"]["interactive"]["ttft_ms"]["p95"] if key == "p95" else r.get(key)
                   for r in runs]
-        ax.bar(range(len(runs)), values, color=["C0", "C1", "C2", "C3"][:len(runs)])
+        ax.bar(range(len(runs)), [math.nan if v is None else v for v in values],
+               color=["C0", "C1", "C2", "C3"][:len(runs)])
         ax.set_xticks(range(len(runs)), names, fontsize=8)
         ax.set_title(title, fontsize=9)
     return fig

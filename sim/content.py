@@ -58,6 +58,32 @@ def _tool_call(payload: dict[str, Any], rng: random.Random) -> dict[str, Any] | 
             "id": f"call_{rng.getrandbits(48):012x}"}
 
 
+def min_tokens(payload: dict[str, Any]) -> int:
+    """vLLM's ``min_tokens``: at least this many tokens before the answer may end (0: not
+    asked; bounded as a server bounds it, by ``max_tokens``)."""
+    value = payload.get("min_tokens")
+    return min(value, 1 << 20) if type(value) is int and value > 0 else 0
+
+
+def _run_on(arguments: str, tokens: int) -> str:
+    """Arguments of at least ``tokens`` pieces (vLLM's ``min_tokens``: a model asked for
+    so many keeps writing): the first string value runs on, so they still fit the schema."""
+    if len(arguments) >= tokens * CHARS_PER_JSON_TOKEN:
+        return arguments
+    try:
+        args = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return arguments
+    key = next((k for k, v in args.items() if isinstance(v, str)), None) \
+        if isinstance(args, dict) else None
+    if key is None:
+        return arguments
+    missing = tokens * CHARS_PER_JSON_TOKEN - len(arguments)
+    words = " ".join(WORDS[i % len(WORDS)] for i in range(missing // 4 + 1))
+    args[key] = f"{args[key]} {words}"[: len(args[key]) + missing + 1]
+    return orjson.dumps(args).decode()
+
+
 def _json_text(payload: dict[str, Any], correct: bool) -> str | None:
     fmt = payload.get("response_format")
     if not isinstance(fmt, dict) or fmt.get("type") not in ("json_object", "json_schema"):
@@ -99,6 +125,7 @@ def draft_answer(payload: dict[str, Any], n_tokens: int, *, correct: bool, inval
         if invalid_args:
             # Arguments that do not parse: a weak model's most common tool-call fault.
             call["arguments"] = call["arguments"][: max(1, len(call["arguments"]) // 2)]
+        call["arguments"] = _run_on(call["arguments"], min_tokens(payload) - 1)
         head = {"tool_calls": [{"index": 0, "id": call["id"], "type": "function",
                                 "function": {"name": call["name"], "arguments": ""}}]}
         tail = [{"tool_calls": [{"index": 0, "function": {"arguments": part}}]}

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.config import SimulateConfig
-from sim.content import Draft, draft_answer
+from sim.content import Draft, draft_answer, min_tokens
 from sim.prefix_cache import PrefixCache
 
 # The default KV cache per batch slot, in tokens: a 4k context per sequence.
@@ -117,7 +117,7 @@ class SimEngine:
             # vLLM's extension: generate exactly max_tokens (trace replays use it).
             return int(limit)
         mean = self.config.output_tokens_mean
-        n = max(1, int(self._rng.lognormvariate(math.log(mean), 0.5)))
+        n = max(1, int(self._rng.lognormvariate(math.log(mean), 0.5)), min_tokens(payload))
         return min(n, int(limit)) if limit else n
 
     def _tpot(self) -> float:

@@ -48,3 +48,53 @@ def test_the_targets_give_cache_blind_bounds_over_its_own_cost() -> None:
     assert judged["agent_sessions_met"] is True
     assert judged["agent_sessions_blind_kept_cache_ratio"] == 1.0       # its cache lost nothing
     assert judged["agent_sessions_blind_free_switch_ratio"] < 0.5
+
+
+def test_a_failed_turn_is_no_switch_no_model_and_meets_no_target() -> None:
+    failed = Turn("l", "503 upstream_error", None, 0, 0, False)
+    lost = Turn("-", "transport ConnectError", None, 0, 0, False)
+    runs = [[turn("m", 1000, 0), turn("m", 1500, 999), failed],
+            [turn("m", 1000, 0), lost], [turn("m", 1000, 0), turn("m", 1500, 999)]]
+    for policy in ("cache_aware", "large"):
+        row = summarize(policy, QUICK, runs, 0.01, PRICES)
+        assert row["model_switches_per_session"] == 0
+        assert row["models"] == {"m": 5}
+        assert row["quality_target_met"] == round(5 / 7, 4)
+        assert row["completed_sessions"] == 1
+        assert row["failures"] == {"503 upstream_error": 1, "transport ConnectError": 1}
+
+
+def test_a_connection_that_fails_is_a_failed_turn_tried_again() -> None:
+    """An agent's client retries a refused connection as the openai SDK does; the session
+    ends on the last failure instead of the whole scenario raising."""
+    import asyncio
+
+    import httpx
+
+    from loadtest.agent_sessions import _turn
+    from loadtest.servers import free_port
+
+    async def run() -> tuple[Turn, dict]:
+        async with httpx.AsyncClient(timeout=5) as client:
+            return await _turn(client, f"http://127.0.0.1:{free_port()}", "k", {"model": "auto"})
+    done, message = asyncio.run(run())
+    assert not done.ok and done.reason == "transport ConnectError" and message == {}
+
+
+def test_a_policy_without_a_figure_draws_no_bar() -> None:
+    from matplotlib.patches import Rectangle
+
+    from loadtest.plots import sessions_figure
+
+    def row(policy: str, cost: float | None, p95: float | None) -> dict:
+        return {"policy": policy, "cost_per_completed_session_usd": cost,
+                "prefix_cache_hit_rate": 0.5, "model_switches_per_session": 1.0,
+                "quality_target_met": 0.9, "pools": {"interactive": {"ttft_ms": {"p95": p95}}}}
+    fig = sessions_figure([row("cache_aware", 0.03, 900.0), row("cache_blind", None, None)])
+    titles = [ax.get_title() for ax in fig.axes]
+    assert "turns meeting their quality target" in titles
+    cost, p95 = fig.axes[0], fig.axes[-1]
+    heights = [[bar.get_height() for bar in ax.patches if isinstance(bar, Rectangle)]
+               for ax in (cost, p95)]
+    assert heights[0][0] == 0.03 and heights[0][1] != heights[0][1]      # NaN: no bar
+    assert heights[1][0] == 900.0 and heights[1][1] != heights[1][1]
