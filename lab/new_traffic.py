@@ -4,17 +4,19 @@
 
 For each label source of the shared routing data (``lab/dataset.py``), with
 that source's prompts left out of the shipped model's training (the artifact
-is trained again without them, ``lab/build.py``, and cached), a seeded draw
-of at most ``--max-prompts`` of its prompts that both models of the source's
-pair answered is split in half by a hash: ``learn`` runs on one half (its
-own labels, two models, at most 400 prompts: ``lab/learn_pairs.py``, the
-same function the command runs, selection and all), the artifact it would
+is trained again without them, and without the other sources' prompts that
+repeat them verbatim or nearly, ``overlapping``; ``lab/build.py``; cached), a
+seeded draw of at most ``--max-prompts`` of its prompts that both models of
+the source's pair answered is cut in half by a hash: ``learn`` runs on one
+half (its own labels, two models, at most 400 prompts: ``lab/learn_pairs.py``,
+the same function the command runs, selection and all), the artifact it would
 write is loaded as the router loads it, and both rank the other half.
 
 Per draw: the shipped model's APGR (its ``difficulty``, hardest first), the
-learned one's (the kept pair head's gain, before its calibration, which only
-flattens the order) and the difference, each with a 95% bootstrap interval
-over the ranked half (the same draws for both); which head was kept; and
+learned one's (the kept pair head's gain as the router reads it, calibrated: a
+step function, whose ties count at their mean gain) and the difference, each
+with a 95% bootstrap interval over the ranked half (the same draws for both);
+which head was kept; and
 whether ``learn`` would have written it (its own gain interval above zero).
 Then the mean per source and over sources. The pair of each source is fixed
 here (``PAIRS``): the project's reference pair where there is one.
@@ -28,9 +30,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -43,7 +47,7 @@ from classifiers.labels import Labels, LabelSet
 from classifiers.sketch import digest_of, sketch_of
 from lab.dataset import TRAIN_FILES, Row, default_data_dir, file_digest, load_rows
 from lab.learn_pairs import Outcome, learn_with_pairs
-from lab.pair_heads import DRAWS, _interval, bootstrap
+from lab.pair_heads import DRAWS, _apgr, _interval, bootstrap
 
 # (strong, weak) per source: llmrouter's reference pair (``routegate eval``), RouteLLM's
 # GPT-4 against Mixtral for RouterBench, and RouterDC's strongest and weakest by mean.
@@ -70,31 +74,67 @@ class DrawResult:
 
 
 def base_without(source: str, rows: Sequence[Row], cache: Path) -> Path:
-    """The shipped recipe trained on every source but ``source`` (cached by the data's digest)."""
+    """The shipped recipe trained on every source but ``source``, and without any other
+    source's prompt that is one of its prompts (``overlapping``), cached by the data's
+    digest."""
     from lab.build import build_artifact
     from lab.training import TrainConfig
 
     data = hashlib.sha256("".join(file_digest(default_data_dir() / f)
                                   for f in TRAIN_FILES).encode()).hexdigest()[:12]
-    path = cache / f"without-{source.replace('/', '_')}-{data}.npz"
+    path = cache / f"without-{source.replace('/', '_')}-{data}-{LEFT_OUT_RULE}.npz"
     if not path.is_file():
         print(f"training without {source} (once; cached at {path})", file=sys.stderr, flush=True)
-        arrays, meta = build_artifact([r for r in rows if r.source != source], TrainConfig(), 0)
+        seen = overlapping(source, rows)
+        kept = [r for r in rows if r.source != source and not seen(r.prompt)]
+        print(f"  left out {sum(r.source != source for r in rows) - len(kept)} rows of other "
+              f"sources that repeat its prompts", file=sys.stderr, flush=True)
+        arrays, meta = build_artifact(kept, TrainConfig(), 0)
         write_npz(path, arrays, meta)
     return path
 
 
+# Bumped when the rule that leaves a source out changes: the cached artifacts are redone.
+LEFT_OUT_RULE = "dedup1"
+SHINGLE_WORDS = 10          # a near duplicate shares half its runs of this many words
+TEMPLATE_RUNS = 20          # a run in more of the source's prompts than this is a template
+
+
+def _shingles(text: str) -> set[tuple[str, ...]]:
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i:i + SHINGLE_WORDS])
+            for i in range(max(1, len(words) - SHINGLE_WORDS + 1))}
+
+
+def overlapping(source: str, rows: Sequence[Row]) -> Callable[[str], bool]:
+    """Whether a prompt is one of ``source``'s, verbatim or nearly: the data sets share
+    benchmarks (GSM8K, MBPP, HumanEval, ARC), reformatted. Nearly: at least half its runs
+    of ``SHINGLE_WORDS`` words are runs of the source's prompts, leaving out the runs in
+    more than ``TEMPLATE_RUNS`` of them (a benchmark's instructions)."""
+    mine = [r.prompt for r in rows if r.source == source]
+    counts = Counter(g for p in set(mine) for g in _shingles(p))
+    runs = {g for g, c in counts.items() if c <= TEMPLATE_RUNS}
+    exact = set(mine)
+
+    def seen(prompt: str) -> bool:
+        if prompt in exact:
+            return True
+        grams = _shingles(prompt)
+        return bool(grams) and len(grams & runs) >= len(grams) / 2
+    return seen
+
+
 def split_draw(rows: Sequence[Row], strong: str, weak: str, draw: int, limit: int
                ) -> tuple[list[Row], list[Row]]:
-    """(learn half, test half) of a seeded sample of the rows both models answered."""
+    """(learn half, test half) of a seeded sample of at most ``limit`` of the rows both
+    models answered: ordered by a keyed hash of the prompt and cut in the middle, so the
+    learn half is at most ``limit // 2`` prompts."""
     both = [r for r in rows if strong in r.scores and weak in r.scores]
     pick = sorted(np.random.default_rng(draw).permutation(len(both))[:limit])
-    sample = [both[i] for i in pick]
     key = str(draw).encode()
-    first = [hashlib.blake2b(r.prompt.encode(), digest_size=4, key=key).digest()[0] < 128
-             for r in sample]
-    return ([r for r, f in zip(sample, first, strict=True) if f],
-            [r for r, f in zip(sample, first, strict=True) if not f])
+    sample = sorted((both[i] for i in pick), key=lambda r: hashlib.blake2b(
+        r.prompt.encode(), digest_size=8, key=key).digest())
+    return sample[:len(sample) // 2], sample[len(sample) // 2:]
 
 
 def labels_of(rows: Sequence[Row], strong: str, weak: str) -> Labels:
@@ -145,14 +185,10 @@ def run_draw(source: str, rows: Sequence[Row], base_path: Path, draw: int, limit
 
 
 def _learned_gain(model: ComplexityModel, text: str, ladder: list[str]) -> float:
+    """The pair's gain as the router reads it: calibrated (a step function: its ties are
+    scored at their mean gain, ``ranked_gains``)."""
     score = model.score(text)
-    return model.pair_gains(text, score, raw=True)[(ladder[0], ladder[1])]
-
-
-def _apgr(values: np.ndarray, strong: np.ndarray, weak: np.ndarray) -> float:
-    from lab.evaluation import apgr_cpt
-
-    return apgr_cpt(np.argsort(-values, kind="stable"), strong, weak)[0]
+    return model.pair_gains(text, score)[(ladder[0], ladder[1])]
 
 
 def _cell(v: tuple[float, float, float], signed: bool = False) -> str:

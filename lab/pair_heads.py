@@ -41,7 +41,7 @@ import numpy as np
 from classifiers.labels import Labels
 from classifiers.pair_heads import MAX_KNN_ROWS, PairHead
 from classifiers.static_embedding import StaticEmbedding
-from lab.evaluation import apgr_cpt, gap_is_clear
+from lab.evaluation import gap_is_clear
 
 MIN_PROMPTS = 100          # labelled prompts both models of a pair answered
 KINDS = ("irt", "ridge", "knn", "blend")
@@ -155,13 +155,29 @@ def bootstrap(rankings: dict[str, np.ndarray], strong: np.ndarray, weak: np.ndar
         idx = rng.integers(0, n, n)
         g = gains[idx]
         for name, values in rankings.items():
-            curve = np.cumsum(g[np.argsort(-values[idx], kind="stable")]) / n
+            curve = np.cumsum(ranked_gains(values[idx], g)) / n
             out[name][d] = (curve.sum() / (n + 1)) / gap      # k = 0..n, PGR(0) = 0
     return out
 
 
+def ranked_gains(values: np.ndarray, gains: np.ndarray) -> np.ndarray:
+    """``gains`` in the order ``values`` ranks them, highest first, each run of equal
+    values given its mean gain: the expected curve when a router breaks those ties at
+    random (a calibrated gain, a step function, ties many prompts)."""
+    order = np.argsort(-values, kind="stable")
+    v, g = values[order], gains[order].astype(float)
+    starts = np.flatnonzero(np.concatenate([[True], v[1:] != v[:-1]]))
+    if starts.size == v.size:
+        return g
+    sizes = np.diff(np.concatenate([starts, [v.size]]))
+    return np.repeat(np.add.reduceat(g, starts) / sizes, sizes)
+
+
 def _apgr(values: np.ndarray, strong: np.ndarray, weak: np.ndarray) -> float:
-    return apgr_cpt(np.argsort(-values, kind="stable"), strong, weak)[0]
+    """APGR of ranking by ``values``, ties at their mean gain (``ranked_gains``)."""
+    gap = float(strong.mean() - weak.mean())
+    curve = np.concatenate([[0.0], np.cumsum(ranked_gains(values, strong - weak))])
+    return float((curve / len(strong) / gap).mean())
 
 
 def _predictions(emb: np.ndarray | None, gain: np.ndarray, fit_on: np.ndarray,

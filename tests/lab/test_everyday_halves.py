@@ -1,6 +1,7 @@
 """Issue 48's bar on everyday prompts: the report half of ``lab/data/everyday_prompts.jsonl``
-(never used to choose or fit; the selection half trained the demo fleet's classifier),
-routed by the demo config as ``model: auto`` is served."""
+(never fitted on: the selection half trained the demo fleet's classifier; but probes read
+it while designing, see lab/everyday.py), routed by the demo config as ``model: auto``
+is served."""
 
 from __future__ import annotations
 
