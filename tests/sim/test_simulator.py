@@ -158,3 +158,26 @@ def test_timeout_rate_hangs_until_the_backend_timeout() -> None:
     with pytest.raises(UpstreamTimeout) as caught:          # non-streamed: total_s bounds it
         asyncio.run(SimulatedBackend(config).complete(call()))
     assert not caught.value.retryable                       # it was generating: never retried
+
+
+def test_min_tokens_is_the_least_an_answer_or_a_tool_call_runs_to() -> None:
+    """vLLM's ``min_tokens``: an answer goes on to at least that many tokens (and ends
+    as it would, under ``max_tokens``); a tool call's arguments run on, still valid."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}, "n": {"type": "integer"}},
+        "required": ["path"]}}}]
+
+    async def run(**payload: Any) -> tuple[int, str, dict]:
+        done = await backend(tpot_ms=0.1, output_tokens_mean=1).complete(
+            UpstreamCall("r", {**MSG, **payload}, 1))
+        assert done.usage is not None
+        choice = done.data["choices"][0]
+        return done.usage.completion_tokens, choice["finish_reason"], choice["message"]
+    assert asyncio.run(run(min_tokens=37, max_tokens=80))[:2] == (37, "stop")
+    assert asyncio.run(run(min_tokens=120, max_tokens=80))[:2] == (80, "length")
+    assert asyncio.run(run(min_tokens="37", max_tokens=80))[0] < 37   # not a count: ignored
+    n, finish, message = asyncio.run(run(min_tokens=60, max_tokens=200, tools=tools,
+                                         tool_choice="required"))
+    arguments = json.loads(message["tool_calls"][0]["function"]["arguments"])
+    assert finish == "tool_calls" and 60 <= n <= 62
+    assert set(arguments) == {"path", "n"} and isinstance(arguments["path"], str)
