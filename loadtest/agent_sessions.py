@@ -371,8 +371,26 @@ async def agent_sessions(quick: bool, tmp: Path, builder: PromptBuilder,
               flush=True)
         t0 = time.monotonic()
         results = await asyncio.gather(*(_drive(gws[p], plan, builder, t0) for p in policies))
-    return [summarize(p, plan, runs, spent, prices_of(configs[p]))
+    rows = [summarize(p, plan, runs, spent, prices_of(configs[p]))
             for p, (runs, spent) in zip(policies, results, strict=True)]
+    paired([runs for runs, _ in results], [prices_of(configs[p]) for p in policies], rows)
+    return rows
+
+
+def paired(runs: list[list[list[Turn]]], prices: list[Prices], rows: list[dict[str, Any]]
+           ) -> None:
+    """Per policy, the cost per session over the sessions every policy completed, from the
+    answers' usage at its prices: where policies complete different sessions (a turn that
+    waited past AGENT_WAIT_S under one), the cost per completed session compares
+    different work, and this the same."""
+    n = min(len(r) for r in runs) if runs else 0
+    common = [i for i in range(n)
+              if all(r[i] and all(t.ok for t in r[i]) for r in runs)]
+    for session_runs, price, row in zip(runs, prices, rows, strict=True):
+        usd = sum(turn_cost(price, t, t.cached) for i in common for t in session_runs[i])
+        row["sessions_completed_by_all"] = len(common)
+        row["cost_per_session_completed_by_all_usd"] = (round(usd / len(common), 6)
+                                                        if common else None)
 
 
 def targets(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -387,11 +405,15 @@ def targets(runs: list[dict[str, Any]]) -> dict[str, Any]:
     p1 = aware["pools"]["interactive"]["ttft_ms"]["p95"]
     ratio = round(c1 / c0, 3) if c0 and c1 else None
     u0 = blind.get("usage_cost_per_completed_session_usd")
+    a0 = blind.get("cost_per_session_completed_by_all_usd")
+    a1 = aware.get("cost_per_session_completed_by_all_usd")
 
     def of_blind(key: str) -> float | None:
         b = blind.get(key)
         return round(b / u0, 3) if b and u0 else None
     return {"agent_sessions_cost_ratio": ratio,
+            # The same sessions: those every policy completed.
+            "agent_sessions_paired_cost_ratio": round(a1 / a0, 3) if a0 and a1 else None,
             # cache_blind's own turns: with a cache that never evicts, and with switches free.
             "agent_sessions_blind_kept_cache_ratio": of_blind(
                 "kept_cache_cost_per_completed_session_usd"),

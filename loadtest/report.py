@@ -70,15 +70,18 @@ def markdown_table(report: dict[str, Any]) -> str:
         lines = []
     if sessions:
         lines += ["", "| agent_sessions | completed sessions | USD per completed session | "
+                  "USD per session all completed | "
                   "the same turns: never evicted / switches free | "
                   "prefix-cache hit rate | switches per session | quality target met | TTFT p50 / "
-                  "p95 ms | models |", "|" + "---|" * 9]
+                  "p95 ms | models |", "|" + "---|" * 10]
         for run in sessions:
             ttft = run["pools"]["interactive"]["ttft_ms"]
             mix = ", ".join(f"{m} {n}" for m, n in run["models"].items())
             lines.append(
                 f"| {run['policy']} | {run['completed_sessions']}/{run['sessions']} | "
                 f"{_fmt(run['cost_per_completed_session_usd'], 5)} | "
+                f"{_fmt(run.get('cost_per_session_completed_by_all_usd'), 5)} "
+                f"({run.get('sessions_completed_by_all', '-')}) | "
                 f"{_fmt(run.get('kept_cache_cost_per_completed_session_usd'), 5)} / "
                 f"{_fmt(run.get('free_switch_cost_per_completed_session_usd'), 5)} | "
                 f"{_fmt(run['prefix_cache_hit_rate'], 3)} | "

@@ -98,3 +98,23 @@ def test_a_policy_without_a_figure_draws_no_bar() -> None:
                for ax in (cost, p95)]
     assert heights[0][0] == 0.03 and heights[0][1] != heights[0][1]      # NaN: no bar
     assert heights[1][0] == 900.0 and heights[1][1] != heights[1][1]
+
+
+def test_policies_that_complete_different_sessions_are_also_compared_on_the_same_ones() -> None:
+    from loadtest.agent_sessions import paired
+
+    cheap, dear = [turn("m", 1000, 0)], [turn("l", 1000, 0)]
+    failed = [turn("m", 1000, 0), Turn("l", "503 queue_timeout", None, 0, 0, False)]
+    aware = [dear, failed, cheap]               # the cheap session 1 did not complete here
+    blind = [dear, cheap, cheap]
+    rows = [summarize("cache_aware", QUICK, aware, 1000 * 1e-5 + 10 * 2e-5 + 2 * (
+        1000 * 1e-6 + 10 * 2e-6), PRICES),
+            summarize("cache_blind", QUICK, blind, 1000 * 1e-5 + 10 * 2e-5 + 2 * (
+                1000 * 1e-6 + 10 * 2e-6), PRICES)]
+    paired([aware, blind], [PRICES, PRICES], rows)
+    assert [r["sessions_completed_by_all"] for r in rows] == [2, 2]
+    assert rows[0]["cost_per_session_completed_by_all_usd"] == \
+        rows[1]["cost_per_session_completed_by_all_usd"]
+    judged = targets(rows)
+    assert judged["agent_sessions_paired_cost_ratio"] == 1.0
+    assert judged["agent_sessions_cost_ratio"] > 1.2          # fewer, dearer sessions completed
