@@ -38,9 +38,13 @@ the requests seen per ``sequence-…`` name. ``GET /metrics``
 publishes the load as vLLM does (``vllm:num_requests_running``: sequences
 prefilling or decoding; ``vllm:num_requests_waiting``: not yet started, waiting
 for a batch slot or for the prefill; ``vllm:kv_cache_usage_perc``: the
-tokens the running sequences hold, prompt and output so far, over
-``--kv-cache-tokens``), one series per behaviour (``model_name``), so a
-gateway's ``load_metrics: {format: vllm}`` reads it.
+tokens the running sequences hold, prompt and output so far, a prefix block
+they share once, over ``--kv-cache-tokens``; ``vllm:prefix_cache_queries_total``
+and ``vllm:prefix_cache_hits_total``: prompt tokens looked up in the prefix
+cache and found there, as vLLM V1 counts them), one series per behaviour
+(``model_name``), so a gateway's ``load_metrics: {format: vllm}`` reads it.
+``--no-prefix-cache`` keeps none; ``--prefix-cache-tokens`` sizes it apart from
+the running sequences (by default it shares the KV cache with them).
 """
 
 from __future__ import annotations
