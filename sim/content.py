@@ -42,6 +42,8 @@ def example_value(schema: Any, depth: int = 0) -> Any:
 
 
 def _tool_call(payload: dict[str, Any], rng: random.Random) -> dict[str, Any] | None:
+    """The call a model makes, if any: its tool's example arguments, run on to
+    ``min_tokens``."""
     tools = payload.get("tools") or []
     choice = payload.get("tool_choice", "auto")
     messages = payload.get("messages") or [{}]
@@ -53,8 +55,10 @@ def _tool_call(payload: dict[str, Any], rng: random.Random) -> dict[str, Any] | 
         wanted = (choice.get("function") or {}).get("name")
         tool = next((t for t in tools if (t.get("function") or {}).get("name") == wanted), tool)
     function = tool.get("function") or {}
-    args = example_value(function.get("parameters") or {"type": "object"})
-    return {"name": function.get("name", "tool"), "arguments": orjson.dumps(args).decode(),
+    schema = function.get("parameters") or {"type": "object"}
+    arguments = _run_on(orjson.dumps(example_value(schema)).decode(), min_tokens(payload) - 1,
+                        schema)
+    return {"name": function.get("name", "tool"), "arguments": arguments,
             "id": f"call_{rng.getrandbits(48):012x}"}
 
 
@@ -62,19 +66,33 @@ def min_tokens(payload: dict[str, Any]) -> int:
     """vLLM's ``min_tokens``: at least this many tokens before the answer may end (0: not
     asked; bounded as a server bounds it, by ``max_tokens``)."""
     value = payload.get("min_tokens")
-    return min(value, 1 << 20) if type(value) is int and value > 0 else 0
+    return min(value, MAX_MIN_TOKENS) if type(value) is int and value > 0 else 0
 
 
-def _run_on(arguments: str, tokens: int) -> str:
+MAX_MIN_TOKENS = 1 << 15    # a context's worth: an answer's pieces are drafted up front
+
+
+# A string property with one of these keeps its value: running it on would break it.
+_FIXED = ("enum", "const", "pattern", "format", "maxLength")
+
+
+def _run_on(arguments: str, tokens: int, schema: Any) -> str:
     """Arguments of at least ``tokens`` pieces (vLLM's ``min_tokens``: a model asked for
-    so many keeps writing): the first string value runs on, so they still fit the schema."""
+    so many keeps writing): the first free string value runs on (one whose property
+    fixes no form), so they still fit ``schema``; without one they stay as they are."""
     if len(arguments) >= tokens * CHARS_PER_JSON_TOKEN:
         return arguments
     try:
         args = orjson.loads(arguments)
     except orjson.JSONDecodeError:
         return arguments
-    key = next((k for k, v in args.items() if isinstance(v, str)), None) \
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    props = props if isinstance(props, dict) else {}
+
+    def free(key: str) -> bool:
+        prop = props.get(key)
+        return isinstance(prop, dict) and not any(k in prop for k in _FIXED)
+    key = next((k for k, v in args.items() if isinstance(v, str) and free(k)), None) \
         if isinstance(args, dict) else None
     if key is None:
         return arguments
@@ -125,7 +143,6 @@ def draft_answer(payload: dict[str, Any], n_tokens: int, *, correct: bool, inval
         if invalid_args:
             # Arguments that do not parse: a weak model's most common tool-call fault.
             call["arguments"] = call["arguments"][: max(1, len(call["arguments"]) // 2)]
-        call["arguments"] = _run_on(call["arguments"], min_tokens(payload) - 1)
         head = {"tool_calls": [{"index": 0, "id": call["id"], "type": "function",
                                 "function": {"name": call["name"], "arguments": ""}}]}
         tail = [{"tool_calls": [{"index": 0, "function": {"arguments": part}}]}

@@ -150,7 +150,7 @@ def _image_tokens(image: Any) -> int:
     return 85 + 170 * math.ceil(w * scale / 512) * math.ceil(h * scale / 512)
 
 
-Mark = tuple[int, bytes]      # an image: where it sits in the text (chars), what it is
+Mark = tuple[int, bytes, int]  # an image: where it sits in the text (chars), what it is, tokens
 
 
 def _content(content: Any) -> tuple[str, int, list[Mark]]:
@@ -161,8 +161,9 @@ def _content(content: Any) -> tuple[str, int, list[Mark]]:
     images, marks = 0, []
     for part in content if isinstance(content, list) else ():
         if isinstance(part, dict) and part.get("type") == "image_url":
-            images += _image_tokens(part.get("image_url"))
-            marks.append((len("\n".join(texts)), _digest(part.get("image_url"))))
+            tokens = _image_tokens(part.get("image_url"))
+            images += tokens
+            marks.append((len("\n".join(texts)), _digest(part.get("image_url")), tokens))
         elif isinstance(part, dict) and isinstance(part.get("text"), str):
             texts.append(part["text"])
     return "\n".join(texts), images, marks
@@ -192,7 +193,7 @@ def _chat_prompt(payload: dict[str, Any]) -> tuple[str, int, list[Mark]]:
         if message.get("name"):
             role = f"{role} name={message['name']}"
         head = f"{START}{role}\n"
-        marks += [(at + len(head) + offset, digest) for offset, digest in where]
+        marks += [(at + len(head) + offset, digest, n) for offset, digest, n in where]
         turns.append(f"{head}{text}{END}\n")
         at += len(turns[-1])
         for call in message.get("tool_calls") or ():
@@ -204,7 +205,7 @@ def _chat_prompt(payload: dict[str, Any]) -> tuple[str, int, list[Mark]]:
     return "".join(turns), images, marks
 
 
-# An image's place in the ids a prefix cache keys on: past any tokenizer's ids.
+# An image's tokens in the ids a prefix cache keys on: past any tokenizer's ids.
 IMAGE_KEY_BASE = 1 << 40
 
 
@@ -212,16 +213,23 @@ def prompt_of(payload: dict[str, Any], route: str = "chat/completions"
               ) -> tuple[int, list[list[int]]]:
     """(the prompt tokens an honest server bills for this body, per prompt the ids a
     prefix cache keys on). A chat body is one prompt, whose ids are its text's with each
-    image's digest where it sits (as vLLM keys a block on the images in it); a list of
-    legacy prompts is a prompt each, as a server runs each as a request of its own."""
+    image's tokens where it sits, keyed by the image (as vLLM keys a block on the images
+    in it, and caches their tokens); a list of legacy prompts is a prompt each, as a
+    server runs each as a request of its own."""
     if route == "chat/completions":
         text, images, marks = _chat_prompt(payload)
-        ids = token_ids(text)
-        total = len(ids) + images
-        for cut, digest in reversed(marks):      # from the end: earlier places stay put
-            ids.insert(len(token_ids(text[:cut])),
-                       IMAGE_KEY_BASE + int.from_bytes(digest[:5], "big"))
-        return total, [ids]
+        if not marks:
+            ids = token_ids(text)
+            return len(ids) + images, [ids]
+        # Text between images tokenized apart (the keys' boundaries move a little; the
+        # bill is the whole text's count), in one pass.
+        ids, total, done = [], images, 0
+        for cut, digest, n in marks:
+            ids += token_ids(text[done:cut])
+            ids += [IMAGE_KEY_BASE + int.from_bytes(digest[:5], "big")] * n
+            done = cut
+        ids += token_ids(text[done:])
+        return total + len(token_ids(text)), [ids]
     value = payload.get("prompt" if route == "completions" else "input")
     items = value if isinstance(value, list) and value and not isinstance(value[0], int) else [value]
     total, keys = 0, []

@@ -7,8 +7,9 @@
 What it models, after continuous-batching servers such as vLLM:
 - admission: at most ``max_batch`` sequences run; the rest queue (FIFO);
 - the KV cache (``kv_cache_tokens``, by default KV_TOKENS_PER_SLOT per slot)
-  holds each running sequence's prompt and the tokens it has generated; it is
-  read (``kv_usage``), it does not admit: a server sized for its batch;
+  holds each running sequence's prompt, from its prefill on, and the tokens it
+  has generated; it is read (``kv_usage``), it does not admit: a server sized
+  for its batch;
 - prefill is compute-bound, so prompts are prefilled one at a time:
   TTFT = queue wait + uncached prompt tokens / prefill_tokens_per_s, where a
   prompt's prefix still in the prefix cache (``prefix_cache.py``, vLLM's
@@ -135,6 +136,10 @@ class SimEngine:
         finally:
             self.stats.prefill_queued -= 1
         try:
+            # Its KV is taken when its prefill starts (one waiting for it holds none, and
+            # takes no room from the cache).
+            held[0] += prompt_tokens
+            self.stats.kv_tokens += prompt_tokens
             cached = 0
             if prompt is not None and self.config.prefix_cache:
                 cached = prompt.cached = self.prefix.lookup(prompt.blocks, prompt_tokens)
@@ -171,8 +176,7 @@ class SimEngine:
         finally:
             self.stats.queued -= 1
         self.stats.running += 1
-        held = [prompt_tokens]   # grows by one per decoded token
-        self.stats.kv_tokens += prompt_tokens
+        held = [0]               # the prompt once its prefill starts, then one per token
         try:
             if hang:
                 await asyncio.sleep(3600)

@@ -53,6 +53,11 @@ class ChatChunks:
             return None
         return usage_of(merged_usage(self._start_usage, self._delta_usage))
 
+    @property
+    def start_usage(self) -> Usage | None:
+        """``message_start``'s usage alone: the prompt as Anthropic counted it."""
+        return usage_of(self._start_usage) if self.started else None
+
     def chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                 "model": self.model,

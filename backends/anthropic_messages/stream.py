@@ -51,8 +51,9 @@ class MessagesChunkStream(HTTPChunkStream):
 
     @property
     def prompt_seen(self) -> Usage | None:
-        """``message_start``'s count of the prompt (input, cache reads and writes)."""
-        return self._chunks.usage
+        """``message_start``'s count of the prompt (input, cache reads and writes), with
+        ``message_delta``'s where it came; a delta that cannot be read leaves the start's."""
+        return self._chunks.usage or self._chunks.start_usage
 
     async def prime(self) -> None:
         while not self._ready:

@@ -134,3 +134,18 @@ def test_an_unreadable_usage_is_marked_so_billing_counts_for_itself() -> None:
     chunks.feed({**START, "message": {**START["message"], "usage": {"input_tokens": -5}}})
     usage_chunk = chunks.feed({"type": "message_stop"})
     assert usage_chunk is not None and Usage.from_wire(usage_chunk["usage"]) is None
+
+
+def test_the_prompt_anthropic_counted_outlives_a_delta_that_cannot_be_read() -> None:
+    """``message_start`` says how the prompt was read; a ``message_delta`` whose usage is
+    unreadable loses the whole usage, not that: a stream that then breaks still bills
+    its prompt by it (``MessagesChunkStream.prompt_seen``)."""
+    chunks = ChatChunks("claude", 0)
+    assert chunks.start_usage is None
+    chunks.feed({"type": "message_start", "message": {"id": "m", "usage": {
+        "input_tokens": 12, "cache_creation_input_tokens": 5000, "cache_read_input_tokens": 0,
+        "output_tokens": 1}}})
+    chunks.feed({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                 "usage": {"output_tokens": "20"}})
+    assert chunks.usage is None
+    assert chunks.start_usage == Usage(5012, 1, cached_tokens=0, cache_write_tokens=5000)

@@ -159,7 +159,27 @@ def test_a_different_image_is_a_different_prefix() -> None:
     (p1, c1), (p2, c2), (p3, c3) = asyncio.run(run())
     assert p1 == p2 == p3 and c1 == 0
     assert 0 < c2 < 200                  # the text before the image only
-    assert c3 >= p3 - 255 - BLOCK_TOKENS  # all but the image's own tokens, which are billed
+    assert c3 >= p3 - BLOCK_TOKENS       # the image's tokens too, as vLLM caches them
+
+
+def test_a_request_waiting_for_its_prefill_takes_no_room_from_the_cache() -> None:
+    """Five prompts at once on a small KV cache, the third a prompt served before: those
+    still waiting for their prefill hold no KV, so they do not evict it before its turn."""
+    sim = backend(prefill_tokens_per_s=20_000, kv_cache_tokens=8192, max_batch=6)
+
+    def call(ids: list[int], tokens: int = 1) -> UpstreamCall:
+        return UpstreamCall("r", {"prompt": ids, "max_tokens": tokens, "ignore_eos": True}, 1,
+                            route="completions")
+
+    def prompt(k: int) -> list[int]:
+        return list(range(k * 10_000, k * 10_000 + 1500))
+
+    async def run() -> int:
+        await sim.complete(call(prompt(0)))
+        done = await asyncio.gather(*(sim.complete(call(prompt(k), 50)) for k in (1, 2, 0, 3, 4)))
+        return usage_of(done[2]).cached_tokens
+    assert asyncio.run(run()) == 1488
+    assert sim.engine.stats.kv_tokens == 0 and sim.engine.prefix.held_tokens == 0
 
 
 def test_each_legacy_prompt_of_a_list_is_a_prefix_of_its_own() -> None:

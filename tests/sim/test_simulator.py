@@ -164,7 +164,8 @@ def test_min_tokens_is_the_least_an_answer_or_a_tool_call_runs_to() -> None:
     """vLLM's ``min_tokens``: an answer goes on to at least that many tokens (and ends
     as it would, under ``max_tokens``); a tool call's arguments run on, still valid."""
     tools = [{"type": "function", "function": {"name": "f", "parameters": {
-        "type": "object", "properties": {"path": {"type": "string"}, "n": {"type": "integer"}},
+        "type": "object", "properties": {"unit": {"type": "string", "enum": ["c", "f"]},
+                                         "path": {"type": "string"}, "n": {"type": "integer"}},
         "required": ["path"]}}}]
 
     async def run(**payload: Any) -> tuple[int, str, dict]:
@@ -180,4 +181,5 @@ def test_min_tokens_is_the_least_an_answer_or_a_tool_call_runs_to() -> None:
                                          tool_choice="required"))
     arguments = json.loads(message["tool_calls"][0]["function"]["arguments"])
     assert finish == "tool_calls" and 60 <= n <= 62
-    assert set(arguments) == {"path", "n"} and isinstance(arguments["path"], str)
+    assert set(arguments) == {"unit", "path", "n"} and isinstance(arguments["path"], str)
+    assert arguments["unit"] == "c"                     # an enum's value is not run on
