@@ -199,12 +199,16 @@ class SimEngine:
             self.stats.cancelled += 1
             raise
         finally:
-            self.stats.running -= 1
-            self.stats.kv_tokens -= held[0]
-            if prompt is not None and prompt.held:
-                prompt.held = False
-                self.prefix.release(prompt.blocks, self._besides())
-            self._slots.release()
+            self._leave(prompt, held[0])
+
+    def _leave(self, prompt: Prompt | None, held: int) -> None:
+        """A sequence ends: its slot, its KV tokens and its cache blocks go back."""
+        self.stats.running -= 1
+        self.stats.kv_tokens -= held
+        if prompt is not None and prompt.held:
+            prompt.held = False
+            self.prefix.release(prompt.blocks, self._besides())
+        self._slots.release()
 
     async def _decode(self, draft: Draft, drop_at: int, held: list[int]
                       ) -> AsyncIterator[dict[str, Any]]:

@@ -20,8 +20,9 @@ from classifiers.length import TOKENS_PER_REPLY, TokenCounter, counter_for, mess
 from classifiers.pair_heads import chained
 from classifiers.prompt import structured_tokens
 from gateway.money.ceiling import Demand
+from gateway.pipeline.prompt_prefix import has_breakpoints, head_length, prefix_chain
 from gateway.pipeline.request import EMBEDDING, ModelRequest
-from gateway.pipeline.warm import Warm, has_breakpoints, head_length, prefix_chain
+from gateway.pipeline.warm import Warm
 
 if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel, PromptScore

@@ -17,7 +17,8 @@ import redis.asyncio as aioredis
 
 from budget.keys import KeySpace
 from gateway.pipeline import warm as warm_module
-from gateway.pipeline.warm import MIN_SHARED_TOKENS, Warm, WarmPrefixes, head_length, prefix_chain
+from gateway.pipeline.prompt_prefix import head_length, prefix_chain
+from gateway.pipeline.warm import MIN_SHARED_TOKENS, Warm, WarmPrefixes
 from loadtest.servers import Gateway
 from loadtest.warm_sync import row, two_replicas
 
@@ -569,7 +570,7 @@ def test_which_upstreams_read_a_prefix_from_their_cache(backend: str, extra: dic
 
 
 def test_a_breakpoint_is_found_wherever_a_client_marks_one() -> None:
-    from gateway.pipeline.warm import has_breakpoints
+    from gateway.pipeline.prompt_prefix import has_breakpoints
     mark = {"cache_control": {"type": "ephemeral"}}
     assert not has_breakpoints(body("a", "b"))
     assert has_breakpoints({"messages": [], **mark})                        # Anthropic's top level
