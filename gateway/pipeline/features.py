@@ -74,9 +74,9 @@ class RequestFeatures:
     score: PromptScore | None = None
     classify_s: float | None = None      # time in the classifier (a metric)
     scorer: Scorer | None = None         # what produced ``score``
-    chain: list[bytes] | None = None     # the prompt's prefix chain (warm.py), when cache-aware
-    # Its head (tools and leading system messages, warm.head_length): the chain's hash
-    # there, and its tokens per encoding. None: it has none.
+    chain: list[bytes] | None = None     # the prompt's prefix chain (prompt_prefix.py)
+    # Its head (tools and leading system messages, prompt_prefix.head_length): the
+    # chain's hash there, and its tokens per encoding. None: it has none.
     head: tuple[bytes, dict[str, int]] | None = None
     # Per model, the longest prefix of this prompt it served lately (warm.py): what its
     # upstream probably still caches.
