@@ -263,10 +263,19 @@ async def run_session(client: httpx.AsyncClient, url: str, key: str, s: Session,
     return turns
 
 
+def run_spend(usage: dict[str, Any]) -> float:
+    """What a fresh team spent, from its ``/v1/usage?days=2``: the ledger of today and
+    yesterday, so a run that crosses the team's midnight is counted whole (its
+    ``spent_today_usd`` starts again from zero there)."""
+    return sum(int(row["cost_nanousd"]) for row in usage["ledger"]) / 1e9
+
+
 async def _spent(url: str, key: str) -> float:
     async with httpx.AsyncClient(timeout=30) as client:
-        r = await client.get(url + "/v1/usage", headers={"authorization": f"Bearer {key}"})
-        return float(r.json()["spent_today_usd"])
+        r = await client.get(url + "/v1/usage", params={"days": 2},
+                             headers={"authorization": f"Bearer {key}"})
+        r.raise_for_status()
+        return run_spend(r.json())
 
 
 Prices = dict[str, tuple[float, float, float]]     # model -> (input, cached, output) per token

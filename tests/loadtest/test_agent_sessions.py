@@ -1,10 +1,17 @@
-"""The agent scenario's bounds and summary, on turns written out by hand."""
+"""The agent scenario's bounds and summary, on turns written out by hand; its spend, from a real ledger."""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
 import pytest
 
-from loadtest.agent_sessions import QUICK, Turn, bound_costs, summarize, targets
+from budget.redis_client import open_redis
+from loadtest.agent_sessions import QUICK, Turn, bound_costs, run_spend, summarize, targets
+from tests.budget.conftest import SHARED_REDIS, FakeClock, make_store
 
 # $1 / $0.10 / $2 per million for `m`, ten times that for `l`.
 PRICES = {"m": (1e-6, 1e-7, 2e-6), "l": (1e-5, 1e-6, 2e-5)}
@@ -118,3 +125,29 @@ def test_policies_that_complete_different_sessions_are_also_compared_on_the_same
     judged = targets(rows)
     assert judged["agent_sessions_paired_cost_ratio"] == 1.0
     assert judged["agent_sessions_cost_ratio"] > 1.2          # fewer, dearer sessions completed
+
+
+def test_a_run_across_midnight_is_counted_whole(tmp_path: Path) -> None:
+    """The run's spend is the ledger of both days, not the new day's window alone."""
+    clock = FakeClock("2026-11-30T23:59:50")
+    prefix = f"rgtest-{uuid.uuid4().hex[:12]}"
+
+    async def main() -> dict[str, Any]:
+        handle = await open_redis(SHARED_REDIS, tmp_path)
+        try:
+            store = make_store(handle.client, prefix, tmp_path, clock=clock)
+            for rid, cost in (("before", 700_000_000), ("after", 50_000_000)):
+                held = await store.reserve(request_id=rid, team="t", team_limits=None,
+                                           key_id=None, key_limits=None, model="m",
+                                           max_cost_nanousd=cost, max_tokens=10)
+                await store.settle(held, input_tokens=1, output_tokens=1, cost_nanousd=cost)
+                clock.set("2026-12-01T00:00:10")
+            return await store.usage("t", None, days=2)
+        finally:
+            await handle.client.delete(*[k async for k in handle.client.scan_iter(
+                match="{" + prefix + ":*")])
+            await handle.close()
+
+    usage = asyncio.run(main())
+    assert usage["spent_today_nanousd"] == 50_000_000     # the new day's window only
+    assert run_spend(usage) == pytest.approx(0.75, abs=1e-12)
