@@ -237,7 +237,9 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
     features = await measure(req, gw.router.encodings, gw.router.scorer(req, caller),
                              chain=gw.router.warm_matters(req))
     if features.chain:
-        features.warm = gw.warm.by_model(caller.team_name, features.chain)
+        features.warm = gw.warm.by_model(
+            caller.team_name, features.chain,
+            features.head[0] if features.head is not None else None, gw.models)
     decision = gw.router.choose(req, caller, features, pool=o.pool,
                                 soft_limited=gw.soft_limited(caller))
     stage.end()

@@ -2,7 +2,7 @@
 
     chain = prefix_chain(req.body)                 # prompt_prefix.py: a hash per message
     warm = gw.warm.find(team, chain)               # the longest prefix served before, or None
-    per_model = gw.warm.by_model(team, chain)      # each model's longest: what it still caches
+    per_model = gw.warm.by_model(team, chain, chain[k - 1], models)   # each model's longest
     ...                                            # the router prices it: cached tokens, less prefill
     gw.warm.served(team, chain, (chain[k - 1], {"o200k_base": 1800}),   # k = head_length
                    Warm("medium", 0, 2400), "o200k_base")   # the prompt, and its head
@@ -20,7 +20,9 @@ they are ``MIN_SHARED_TOKENS`` or more and something follows them): the
 sessions of one agent share it, and the upstream's prefix cache serves a new
 session's head from an earlier one's (vLLM's and OpenAI's automatic caching,
 Anthropic's breakpoint on the system prompt), so a new session is priced warm
-where the last session with that head was served.
+where a session with that head was served. A head is kept once per model that
+served it (``head_key``): the sessions of one agent go to different models by
+what their tasks need, and each of those models still caches the head.
 
 The record is kept in this replica's memory (bounded, least recently used
 first out, ``ttl_s`` near the upstream's cache lifetime) and shared through
@@ -50,7 +52,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,16 +108,24 @@ class WarmPrefixes:
                 del self._known[(team, h)]
         return None
 
-    def by_model(self, team: str, chain: list[bytes]) -> dict[str, Warm]:
+    def by_model(self, team: str, chain: list[bytes], head: bytes | None = None,
+                 models: Iterable[str] = ()) -> dict[str, Warm]:
         """Each model's longest prefix of ``chain`` served within ``ttl_s``: a session that
         moved from one model to another and back finds the first still holding the turns
-        it served (its upstream's cache keeps them while they are read)."""
+        it served (its upstream's cache keeps them while they are read). ``head``: the
+        chain's hash at its head, looked up for each of ``models`` that served it."""
         cutoff = time.time() - self.ttl_s
         out: dict[str, Warm] = {}
         for h in reversed(chain):
             warm = self._known.get((team, h))
             if warm is not None and warm.at >= cutoff and warm.model not in out:
                 out[warm.model] = warm
+        if head is not None:
+            for model in models:
+                warm = self._known.get((team, head_key(head, model)))
+                if warm is not None and warm.at >= cutoff and (
+                        model not in out or out[model].tokens < warm.tokens):
+                    out[model] = warm
         return out
 
     def served(self, team: str, chain: list[bytes], head: tuple[bytes, dict[str, int]] | None,
@@ -125,7 +135,8 @@ class WarmPrefixes:
         ``MIN_SHARED_TOKENS`` or more in its model's ``encoding``."""
         self.remember(team, chain[-1], warm)
         if head is not None and (tokens := head[1].get(encoding, 0)) >= MIN_SHARED_TOKENS:
-            self.remember(team, head[0], Warm(warm.model, warm.replica, tokens, warm.at))
+            self.remember(team, head_key(head[0], warm.model),
+                          Warm(warm.model, warm.replica, tokens, warm.at))
 
     def remember(self, team: str, last: bytes, warm: Warm) -> None:
         """``last``: the served request's whole prompt (its chain's last hash)."""
@@ -312,6 +323,12 @@ class WarmPrefixes:
                     pipe.zrem(f"{tag}:warm:at", *gone)
                     pipe.hdel(f"{tag}:warm", *gone)
             await pipe.execute()
+
+
+def head_key(h: bytes, model: str) -> bytes:
+    """A shared head's key in the record, one per model that served it: its chain hash
+    and the model's name (a chain's hashes are 16 bytes, so these are never one)."""
+    return h + model.encode()
 
 
 def _merged(old: dict[str, dict[bytes, Warm]], new: dict[str, dict[bytes, Warm]],

@@ -101,10 +101,23 @@ def test_a_sessions_head_is_remembered_for_the_sessions_that_share_it() -> None:
     assert warm.find("t", its) is None                         # too short to count
     warm.served("t", chain, (chain[k - 1], {"o200k_base": 2000, "cl100k_base": 10}), served,
                 "o200k_base")
-    assert warm.by_model("t", its) == {"large": Warm("large", 1, 2000, now)}
+    models = ("small", "medium", "large")
+    assert warm.by_model("t", its) == {}                       # the head not looked up
+    assert warm.by_model("t", its, its[k - 1], models) == {"large": Warm("large", 1, 2000, now)}
     assert warm.find("t", chain) == served                     # the whole prompt first
     warm.served("t", chain, None, served, "o200k_base")        # no head: only the prompt
-    assert warm.by_model("u", its) == {}
+    assert warm.by_model("u", its, its[k - 1], models) == {}
+    # Another session with that head on another model: both models hold it.
+    third = prefix_chain(prompt("rules", "third task"))
+    warm.served("t", third, (third[k - 1], {"o200k_base": 2000}), Warm("small", 0, 2600, now),
+                "o200k_base")
+    assert warm.by_model("t", its, its[k - 1], models) == {
+        "large": Warm("large", 1, 2000, now), "small": Warm("small", 0, 2000, now)}
+    # The whole prompt a model served outranks its head; a longer head entry, a shorter one.
+    warm.remember("t", its[0], Warm("small", 0, 900, now))
+    assert warm.by_model("t", its, its[k - 1], models)["small"].tokens == 2000
+    warm.remember("t", its[-1], Warm("small", 0, 3100, now))
+    assert warm.by_model("t", its, its[k - 1], models)["small"].tokens == 3100
 
 
 def test_a_prompt_counted_with_its_head_counts_as_it_did() -> None:
@@ -135,6 +148,46 @@ def test_a_prompt_counted_with_its_head_counts_as_it_did() -> None:
                                - 7))
 
 
+def sim_model(name: str, ability: float, price: float, cached_share: float = 0.1) -> dict:
+    """An in-process simulated model with a prefix cache, priced ``price`` per Mtok."""
+    return {"name": name, "backend": "simulated", "ability": ability,
+            "price": {"input_per_mtok": price, "output_per_mtok": 2 * price,
+                      "cached_input_per_mtok": price * cached_share},
+            "context_window": 16384, "max_output_tokens": 512,
+            "simulate": {"tpot_ms": 1, "prefill_tokens_per_s": 1_000_000, "seed": 7,
+                         "output_tokens_mean": 8, "prefix_cache": True}}
+
+
+def warm_config(*models: dict) -> dict:
+    from loadtest.servers import TEST_KEY, hashed
+    return {"models": list(models),
+            "teams": [{"name": "test", "keys": [hashed(TEST_KEY)], "quality": 0.1}],
+            "redis_url": "redis://127.0.0.1:6379/0", "metrics": {"enabled": False},
+            "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
+            "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}", "worker_in_serve": False}}
+
+
+def rules(seed: int) -> str:
+    """An agent's system prompt of about 1,500 tokens."""
+    rng = random.Random(seed)
+    return "agent rules. " + " ".join(rng.choice(["cache", "tool", "plan"]) for _ in range(1500))
+
+
+def ask(url: str, model: str, system: str, task: str) -> tuple[str, int, int]:
+    """One session's first turn: the model that served it, its cached and prompt tokens."""
+    from loadtest.servers import TEST_KEY
+    r = httpx.post(url + "/v1/chat/completions", timeout=60,
+                   headers={"authorization": f"Bearer {TEST_KEY}"},
+                   json={"model": model, "max_tokens": 16, "messages": [
+                       {"role": "system", "content": system},
+                       {"role": "user", "content": task}]})
+    r.raise_for_status()
+    usage = r.json()["usage"]
+    details = usage.get("prompt_tokens_details") or {}
+    return (r.headers["x-routegate-model"], details.get("cached_tokens") or 0,
+            usage["prompt_tokens"])
+
+
 @pytest.mark.parametrize("shared, kept", [(True, "warm-a"), (False, "warm-b")])
 def test_a_new_session_is_priced_warm_where_its_shared_system_prompt_is(shared: bool,
                                                                         kept: str) -> None:
@@ -143,38 +196,9 @@ def test_a_new_session_is_priced_warm_where_its_shared_system_prompt_is(shared: 
     plain ``auto``, stays on ``warm-a`` when it starts with the same system prompt (its
     upstream reads that from the first session's cache, and says so) and goes to the
     cheaper ``warm-b`` when its system prompt is its own."""
-    from loadtest.servers import TEST_KEY, hashed, run_gateway
+    from loadtest.servers import run_gateway
 
-    def model(name: str, ability: float, price: float) -> dict:
-        return {"name": name, "backend": "simulated", "ability": ability,
-                "price": {"input_per_mtok": price, "output_per_mtok": 2 * price,
-                          "cached_input_per_mtok": price / 10},
-                "context_window": 16384, "max_output_tokens": 512,
-                "simulate": {"tpot_ms": 1, "prefill_tokens_per_s": 1_000_000, "seed": 7,
-                             "output_tokens_mean": 8, "prefix_cache": True}}
-    config = {"models": [model("warm-a", 0.97, 1.0), model("warm-b", 0.75, 0.9)],
-              "teams": [{"name": "test", "keys": [hashed(TEST_KEY)], "quality": 0.1}],
-              "redis_url": "redis://127.0.0.1:6379/0", "metrics": {"enabled": False},
-              "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
-              "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}", "worker_in_serve": False}}
-
-    def rules(seed: int) -> str:
-        rng = random.Random(seed)
-        return "agent rules. " + " ".join(rng.choice(["cache", "tool", "plan"])
-                                          for _ in range(1500))
-
-    def ask(url: str, model: str, system: str, task: str) -> tuple[str, int, int]:
-        r = httpx.post(url + "/v1/chat/completions", timeout=60,
-                       headers={"authorization": f"Bearer {TEST_KEY}"},
-                       json={"model": model, "max_tokens": 16, "messages": [
-                           {"role": "system", "content": system},
-                           {"role": "user", "content": task}]})
-        r.raise_for_status()
-        usage = r.json()["usage"]
-        details = usage.get("prompt_tokens_details") or {}
-        return (r.headers["x-routegate-model"], details.get("cached_tokens") or 0,
-                usage["prompt_tokens"])
-
+    config = warm_config(sim_model("warm-a", 0.97, 1.0), sim_model("warm-b", 0.75, 0.9))
     with run_gateway(config) as gw:
         first, _, _ = ask(gw.url, "auto:0.9", rules(3), "Plan the release.")
         second, cached, prompt = ask(gw.url, "auto", rules(3 if shared else 4),
@@ -182,6 +206,25 @@ def test_a_new_session_is_priced_warm_where_its_shared_system_prompt_is(shared: 
     assert first == "warm-a"
     assert second == kept
     assert (cached > 0.8 * prompt) == shared
+
+
+def test_a_shared_head_stays_warm_on_every_model_that_served_it() -> None:
+    """Three sessions of one agent. The first needs ``warm-a``; the second, with a long
+    task of its own, is cheaper on ``warm-b`` (no cache discount) even with the head
+    warm on ``warm-a``; the third, short, is cheapest on ``warm-a``, which still holds
+    the head, and reads it from there. A record of only the head's last model (``warm-b``)
+    priced ``warm-a`` cold and sent the third to ``warm-b``."""
+    from loadtest.servers import run_gateway
+
+    config = warm_config(sim_model("warm-a", 0.97, 1.0),
+                         sim_model("warm-b", 0.75, 0.3, cached_share=1.0))
+    task = "Write the changelog for it. " + " ".join(["section"] * 1000)
+    with run_gateway(config) as gw:
+        first, _, _ = ask(gw.url, "auto:0.9", rules(3), "Plan the release.")
+        second, _, _ = ask(gw.url, "auto", rules(3), task)
+        third, cached, prompt = ask(gw.url, "auto", rules(3), "Tag the release.")
+    assert (first, second, third) == ("warm-a", "warm-b", "warm-a")
+    assert cached > 0.8 * prompt
 
 
 Sync = Callable[[WarmPrefixes], Awaitable[None]]
