@@ -77,7 +77,7 @@ def _read_as(message: dict[str, Any]) -> dict[str, Any]:
     content = message.get("content")
     if "cache_control" not in message and not isinstance(content, list):
         return message                    # the common case: nothing to take off
-    out = _unmarked(message)
+    out = {k: v for k, v in message.items() if k != "cache_control"}   # never the body's
     if isinstance(content, list):
         parts = [_unmarked(p) for p in content]
         lone = parts[0] if len(parts) == 1 else None

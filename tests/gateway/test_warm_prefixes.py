@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 import time
 import uuid
@@ -58,7 +59,9 @@ def test_a_moved_cache_breakpoint_leaves_the_chain_as_it_was() -> None:
         {"role": "user", "content": part("question", False)},
         {"role": "assistant", "content": "answer"},
         {"role": "user", "content": part("more", True)}]}
+    sent = copy.deepcopy((first, second))
     assert prefix_chain(second)[:2] == prefix_chain(first)
+    assert (first, second) == sent            # the body that goes upstream keeps its marks
     two_parts = {"messages": [{"role": "user", "content": [
         {"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}
     assert prefix_chain(two_parts) != prefix_chain(body("a"))

@@ -34,6 +34,7 @@ FALLBACK_TEAMS = {"sk-anthropic-429": ["throttled", "claude-b"],
                   "sk-anthropic-529": ["overloaded", "claude-b"],
                   "sk-anthropic-early": ["early-error", "claude-b"],
                   "sk-anthropic-mixed": ["throttled-too", "sim"]}
+AUTO_A_KEY = "sk-anthropic-auto-a"      # a team whose `auto` routes to claude-a alone
 
 
 def claude(name: str, upstream: str, server: AnthropicServer, price: float = 1.0,
@@ -63,7 +64,8 @@ def gateway_config(server: AnthropicServer, sim_url: str) -> dict[str, Any]:
              "upstream_model": "default", "ability": 0.7, "context_window": 200_000,
              "price": {"input_per_mtok": 5.0, "output_per_mtok": 5.0}},
         ],
-        "teams": [{"name": "t", "keys": [hashed(TEST_KEY)]}, *fallbacks],
+        "teams": [{"name": "t", "keys": [hashed(TEST_KEY)]}, *fallbacks,
+                  {"name": "auto-a", "keys": [hashed(AUTO_A_KEY)], "allowed_models": ["claude-a"]}],
         "routing": {"auto_policy": "cheapest"},
         "redis_url": "redis://127.0.0.1:6379/0",
         "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},

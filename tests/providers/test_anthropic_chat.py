@@ -19,7 +19,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 
 from tests.providers.anthropic_server import AnthropicServer
-from tests.providers.conftest import PRICE, Money
+from tests.providers.conftest import AUTO_A_KEY, PRICE, Money
 from tests.support import TEST_KEY, Gateway
 
 ASK: list[ChatCompletionMessageParam] = [
@@ -78,16 +78,21 @@ def test_a_stream_is_billed_the_servers_usage(client: openai.OpenAI, anthropic_g
 
 
 @pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("model, key", [("claude-a", TEST_KEY), ("auto", AUTO_A_KEY)])
 def test_cache_control_on_a_chat_part_is_a_breakpoint_upstream(
-        client: openai.OpenAI, anthropic_gateway: Gateway, anthropic_server: AnthropicServer,
-        stream: bool) -> None:
+        anthropic_gateway: Gateway, anthropic_server: AnthropicServer, stream: bool,
+        model: str, key: str) -> None:
     """LiteLLM's form: ``cache_control`` on a chat content part. The first call writes the
     marked system prompt to the server's cache, the second reads it; the chat door shows
     the read as ``cached_tokens``, and both bill the server's usage to the nano-dollar.
-    ``/metrics`` says what the read saved and what the write cost above the input price."""
-    money = Money(anthropic_gateway, anthropic_server)
+    ``/metrics`` says what the read saved and what the write cost above the input price.
+    Routed (``auto``) alike: reading the prompt for its prefix once took the marks off the
+    body itself, so they never reached the upstream."""
+    client = openai.OpenAI(base_url=anthropic_gateway.base_url, api_key=key, max_retries=0,
+                           timeout=30)
+    money = Money(anthropic_gateway, anthropic_server, key)
     saved0, premium0 = cache_dollars(anthropic_gateway)
-    rules = f"You keep the house rules of chat-{stream}. " + "Answer briefly, cite. " * 300
+    rules = f"You keep the house rules of chat-{stream}-{model}. " + "Answer briefly, cite. " * 300
     messages: Any = [
         {"role": "system", "content": [{"type": "text", "text": rules,
                                         "cache_control": {"type": "ephemeral"}}]},
@@ -96,12 +101,12 @@ def test_cache_control_on_a_chat_part_is_a_breakpoint_upstream(
     for _ in range(2):
         if stream:
             chunks = list(client.chat.completions.create(
-                model="claude-a", messages=messages, max_tokens=16, stream=True,
+                model=model, messages=messages, max_tokens=16, stream=True,
                 stream_options={"include_usage": True}))
             shown.append(chunks[-1].usage)
         else:
             shown.append(client.chat.completions.create(
-                model="claude-a", messages=messages, max_tokens=16).usage)
+                model=model, messages=messages, max_tokens=16).usage)
     first, second = money.exchanges()[-2:]
     assert first.body["system"] == [{"type": "text", "text": rules,
                                      "cache_control": {"type": "ephemeral"}}]
