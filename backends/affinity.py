@@ -22,6 +22,13 @@ replica every time, which keeps that one's cache warm too.
 
 Prompts shorter than ``min_chars`` share no prefix worth keeping: they go to
 the least-loaded replica. In-flight counts are this process's own.
+
+A replica that refuses a connection (stopped, restarting, its address gone) is
+skipped for ``DOWN_S`` by every placement, the warm one included, and the
+request is sent to the next replica at once (``send``): nothing reached the
+dead one, so nothing is billed twice, and the model stays available on the
+replicas that are up. Once every replica has refused, the error goes up to the
+model's breaker and fallback as before.
 """
 
 from __future__ import annotations
@@ -29,15 +36,22 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
-from collections.abc import Sequence
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import Any, TypeVar
 
 import orjson
+
+from backends.transport import ConnectError
+
+T = TypeVar("T")
 
 VNODES = 64
 LOAD_FACTOR = 1.25          # the paper's 1 + epsilon; 1.25 keeps most keys at home
 PREFIX_CHARS = 2048
 MIN_CHARS = 256
+DOWN_S = 5.0                # a replica that refused a connection is skipped this long
+NONE: frozenset[int] = frozenset()
 
 
 def _hash(data: bytes) -> int:
@@ -70,48 +84,92 @@ class PrefixAffinity:
         self.prefix_chars = prefix_chars
         self.min_chars = min_chars
         self.in_flight = [0] * replicas
+        self.down_until = [0.0] * replicas     # time.monotonic() until which it is skipped
         points = sorted((_hash(b"%d-%d" % (r, v)), r) for r in range(replicas)
                         for v in range(vnodes))
         self._points = [p for p, _ in points]
         self._owners = [r for _, r in points]
 
-    def bound(self) -> int:
-        """The most requests one replica may hold once one more is placed."""
-        return math.ceil(self.load_factor * (sum(self.in_flight) + 1) / self.replicas)
+    def bound(self, skipped: int = 0) -> int:
+        """The most requests one replica may hold once one more is placed (on the
+        replicas not ``skipped``)."""
+        return math.ceil(self.load_factor * (sum(self.in_flight) + 1)
+                         / max(1, self.replicas - skipped))
 
     def home(self, key: bytes) -> int:
         """The replica ``key`` hashes to, load aside."""
         i = bisect.bisect(self._points, _hash(key)) % len(self._points)
         return self._owners[i]
 
-    def place(self, key: bytes) -> int:
+    def place(self, key: bytes, skip: Collection[int] = NONE) -> int:
         """The first replica clockwise from ``key`` that is under the load bound."""
-        bound = self.bound()
+        bound = self.bound(len(skip))
         start = bisect.bisect(self._points, _hash(key))
         n = len(self._points)
         for step in range(n):
             owner = self._owners[(start + step) % n]
-            if self.in_flight[owner] < bound:
+            if self.in_flight[owner] < bound and owner not in skip:
                 return owner
-        return self.least_loaded()   # unreachable: some replica is always under the bound
+        return self.least_loaded(skip)   # unreachable: some replica is always under the bound
 
-    def least_loaded(self) -> int:
-        return min(range(self.replicas), key=self.in_flight.__getitem__)
+    def least_loaded(self, skip: Collection[int] = NONE) -> int:
+        return min((r for r in range(self.replicas) if r not in skip),
+                   key=self.in_flight.__getitem__)
 
-    def pick(self, messages: Any, preferred: int | None = None) -> int:
+    def skipped(self, tried: Collection[int] = NONE) -> Collection[int]:
+        """The replicas a placement passes over: those down, and those ``tried`` already;
+        when that is every replica, only those tried (a down mark may be stale)."""
+        now = time.monotonic()
+        down = [r for r, until in enumerate(self.down_until) if until > now]
+        if not down:
+            return tried
+        skip = {*down, *tried}
+        return skip if len(skip) < self.replicas else tried
+
+    def pick(self, messages: Any, preferred: int | None = None,
+             tried: Collection[int] = NONE) -> int:
         """Choose a replica for a request and count it in flight there: ``preferred`` (the
-        one that served this conversation's prefix last) while it is under the load
-        bound, else by the ring."""
+        one that served this conversation's prefix last) while it is up and under the load
+        bound, else by the ring, passing over the replicas down or ``tried``."""
         if self.replicas == 1:
             i = 0
-        elif preferred is not None and 0 <= preferred < self.replicas and (
-                self.in_flight[preferred] < self.bound()):
-            i = preferred
         else:
-            key = prefix_key(messages, self.prefix_chars) if isinstance(messages, list) else b""
-            i = self.place(key) if len(key) >= self.min_chars else self.least_loaded()
+            skip = self.skipped(tried)
+            if preferred is not None and 0 <= preferred < self.replicas and (
+                    preferred not in skip and self.in_flight[preferred] < self.bound(len(skip))):
+                i = preferred
+            else:
+                key = prefix_key(messages, self.prefix_chars) if isinstance(messages, list) \
+                    else b""
+                i = self.place(key, skip) if len(key) >= self.min_chars \
+                    else self.least_loaded(skip)
         self.in_flight[i] += 1
         return i
 
     def release(self, i: int) -> None:
         self.in_flight[i] -= 1
+
+    def down(self, i: int) -> None:
+        self.down_until[i] = time.monotonic() + DOWN_S
+
+    async def send(self, messages: Any, preferred: int | None,
+                   request: Callable[[int], Awaitable[T]]) -> tuple[T, int]:
+        """``request(replica)`` on a replica picked for ``messages``: the answer and the
+        replica, counted in flight there until the caller releases it. A refused
+        connection marks that replica down and tries the next, until each has been tried;
+        on any failure raised, nothing is left counted."""
+        tried: list[int] = []
+        while True:
+            i = self.pick(messages, preferred, tried)
+            try:
+                return await request(i), i
+            except ConnectError:
+                self.release(i)
+                if self.replicas > 1:
+                    self.down(i)
+                tried.append(i)
+                if len(tried) >= self.replicas:
+                    raise
+            except BaseException:
+                self.release(i)
+                raise

@@ -219,6 +219,19 @@ class OpenAICompatBackend:
         self.between_s = model.timeouts.between_chunks_s
         self.body_model = BodyModel.of(model)   # the configured name in answers, not the upstream's id
 
+    async def _send(self, call: UpstreamCall) -> Response:
+        """``call`` sent to a replica (``affinity.send``): ``call.replica`` says which,
+        held until ``_let_go``; None until one took it."""
+        preferred, call.replica = call.replica, None
+        resp, call.replica = await self.affinity.send(
+            call.payload.get("messages") or call.payload.get("prompt"), preferred,
+            lambda i: self._request(call, i))
+        return resp
+
+    def _let_go(self, call: UpstreamCall) -> None:
+        if call.replica is not None:
+            self.affinity.release(call.replica)
+
     async def _request(self, call: UpstreamCall, replica: int) -> Response:
         origin = self._origins[replica]
         # The request id comes from new_request_id: printable, at most 128 characters;
@@ -255,13 +268,11 @@ class OpenAICompatBackend:
     async def complete(self, call: UpstreamCall) -> Completion:
         started = time.perf_counter()
         self.stats.in_flight += 1
-        replica = call.replica = self.affinity.pick(
-            call.payload.get("messages") or call.payload.get("prompt"), call.replica)
         resp: Response | None = None
         deadline = asyncio.timeout(call.bound_s(self._total_s))
         try:
             async with deadline:
-                resp = await self._request(call, replica)
+                resp = await self._send(call)
                 body = await resp.read()
         except BaseException as exc:
             if resp is not None:
@@ -272,7 +283,7 @@ class OpenAICompatBackend:
             raise err from None
         finally:
             self.stats.in_flight -= 1
-            self.affinity.release(replica)
+            self._let_go(call)
         if resp.status >= 400:
             raise self.rejected(resp, body, call.route)
         return self._completion(body, time.perf_counter() - started)
@@ -317,12 +328,10 @@ class OpenAICompatBackend:
         """The upstream's SSE stream, its first event read within ``first_byte_s``
         (so the gateway can still fall back before it sends the client anything)."""
         meter = StreamMeter(self.stats)
-        replica = call.replica = self.affinity.pick(
-            call.payload.get("messages") or call.payload.get("prompt"), call.replica)
         stream, resp, body = await open_stream(
-            self, lambda: self._request(call, replica),
-            lambda resp: HTTPChunkStream(self, resp, meter, replica), self._first_byte_s,
-            lambda: self.affinity.release(replica))
+            self, lambda: self._send(call),
+            lambda resp: HTTPChunkStream(self, resp, meter, call.replica or 0),
+            self._first_byte_s, lambda: self._let_go(call))
         if stream is not None:
             return stream
         assert resp is not None

@@ -87,7 +87,15 @@ class AnthropicBackend(OpenAICompatBackend):
                                 sampling=self._sampling)
         return orjson.dumps(body), None
 
-    async def _send(self, call: UpstreamCall, replica: int, body: bytes,
+    async def _send_wire(self, call: UpstreamCall, body: bytes,
+                         native: NativeRequest | None) -> Response:
+        """``call`` sent to a replica as ``body`` (``affinity.send``, as ``_send``)."""
+        preferred, call.replica = call.replica, None
+        resp, call.replica = await self.affinity.send(
+            call.payload.get("messages"), preferred, lambda i: self._post(call, i, body, native))
+        return resp
+
+    async def _post(self, call: UpstreamCall, replica: int, body: bytes,
                     native: NativeRequest | None) -> Response:
         origin = self._origins[replica]
         headers = self._headers + (call.headers or b"x-request-id: %s\r\n"
@@ -109,12 +117,11 @@ class AnthropicBackend(OpenAICompatBackend):
         wire, native = self._wire(call)
         started = time.perf_counter()
         self.stats.in_flight += 1
-        replica = call.replica = self.affinity.pick(call.payload.get("messages"), call.replica)
         resp: Response | None = None
         deadline = asyncio.timeout(call.bound_s(self._total_s))
         try:
             async with deadline:
-                resp = await self._send(call, replica, wire, native)
+                resp = await self._send_wire(call, wire, native)
                 body = await resp.read()
         except BaseException as exc:
             if resp is not None:
@@ -125,7 +132,7 @@ class AnthropicBackend(OpenAICompatBackend):
             raise err from None
         finally:
             self.stats.in_flight -= 1
-            self.affinity.release(replica)
+            self._let_go(call)
         if resp.status >= 400:
             raise self._refused(resp, body)
         return self._answer(body, time.perf_counter() - started, native)
@@ -154,16 +161,15 @@ class AnthropicBackend(OpenAICompatBackend):
         (an ``error`` event before it still lets the gateway fall back)."""
         wire, native = self._wire(call)
         meter = StreamMeter(self.stats)
-        replica = call.replica = self.affinity.pick(call.payload.get("messages"), call.replica)
 
         def make(resp: Response) -> MessagesChunkStream:
             chunks = ChatChunks(self.name, int(time.time()), self._known_secrets)
-            return MessagesChunkStream(self, resp, meter, replica, chunks,
+            return MessagesChunkStream(self, resp, meter, call.replica or 0, chunks,
                                        native.protocol if native else None)
 
         stream, resp, body = await open_stream(
-            self, lambda: self._send(call, replica, wire, native), make, self._first_byte_s,
-            lambda: self.affinity.release(replica))
+            self, lambda: self._send_wire(call, wire, native), make, self._first_byte_s,
+            lambda: self._let_go(call))
         if stream is not None:
             return stream
         assert resp is not None

@@ -4,6 +4,7 @@ processes as the replicas of one model."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 
 import httpx
@@ -109,3 +110,57 @@ def test_two_simulator_replicas_share_prefixes_stickily_within_the_bound() -> No
     assert sorted(sticky) == [0, 6]                   # the same replica every time
     assert min(peak) >= 1 and max(peak) <= math.ceil(1.25 * 6 / 2)   # spilled, bounded
     assert after == [0, 0]
+
+
+def test_a_replica_that_is_down_is_passed_over_and_comes_back() -> None:
+    ring = PrefixAffinity(3)
+    home = ring.pick(convo("q", LONG))
+    ring.release(home)
+    ring.down(home)
+    elsewhere = {ring.pick(convo("q", LONG), preferred=home) for _ in range(6)}
+    assert home not in elsewhere                 # neither its ring home nor its warm one
+    ring.in_flight = [0, 0, 0]
+    for i in range(3):
+        ring.down(i)
+    assert ring.pick(convo("q", LONG)) == home   # all down: a mark may be stale, try anyway
+    ring.release(home)
+    ring.down_until = [0.0] * 3                  # its time is up
+    assert ring.pick(convo("q", LONG), preferred=home) == home
+
+
+def test_a_dead_replica_costs_no_request_and_the_model_stays_up() -> None:
+    """Two simulator processes serve one model; one is stopped. Every call, the ones
+    that prefer it (a session warm there) and its ring's own, is answered by the other,
+    streamed or not, and nothing stays counted in flight; the stopped one is marked down."""
+    flags = ("--tpot-ms", "1", "--prefill", "200000", "--output-mean", "4")
+    with run_simulator(*flags) as a, contextlib.ExitStack() as stack:
+        b = stack.enter_context(run_simulator(*flags))
+        model = ModelConfig(name="m", backend="openai_compat", base_url=[a, b],
+                            upstream_model="default",
+                            price=Price(input_per_mtok=1, output_per_mtok=1))
+        stack.close()                                      # b is gone
+
+        async def scenario() -> tuple[list[int | None], list[int], list[float]]:
+            backend = OpenAICompatBackend(model)
+            try:
+                served = []
+                for n in range(8):
+                    call = UpstreamCall(f"r{n}", {"model": "default", "max_tokens": 4,
+                                                  "messages": convo(f"q{n}", f"{n} " + LONG),
+                                                  "stream": n % 2 == 1}, 200, replica=1)
+                    if n % 2:
+                        stream = await backend.stream(call)
+                        async for _ in stream:
+                            pass
+                        await stream.aclose()
+                    else:
+                        await backend.complete(call)
+                    served.append(call.replica)
+                return served, list(backend.affinity.in_flight), backend.affinity.down_until
+            finally:
+                await backend.aclose()
+
+        served, in_flight, down = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert served == [0] * 8
+    assert in_flight == [0, 0]
+    assert down[1] > down[0] == 0.0

@@ -25,6 +25,7 @@ from core.errors import (
     UpstreamRateLimited,
     UpstreamRejected,
 )
+from loadtest.servers import free_port
 from tests.providers.anthropic_server import ANTHROPIC_KEY, AnthropicServer, run_anthropic_server
 
 KEY_ENV = "ROUTEGATE_TEST_BACKEND_ANTHROPIC_KEY"
@@ -106,6 +107,35 @@ def test_a_stream_ends_in_the_usage_chunk_and_done(server: AnthropicServer) -> N
     assert "Hello backend." in "".join(e.generated for e in events)
     assert events[-2].data["usage"]["completion_tokens"] == (    # type: ignore[index]
         server.ledger[-1].usage or {})["output_tokens"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_replica_that_refuses_connections_is_passed_over(server: AnthropicServer,
+                                                           stream: bool) -> None:
+    """Two replicas, the first (where the call would go) a port nobody listens on: the
+    call is answered by the second, once, and the first is marked down."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    config = model(None, base_url=[dead, server.url])
+    seen = len(server.ledger)
+
+    async def run() -> tuple[int | None, list[int], float]:
+        backend = AnthropicBackend(config)
+        upstream_call = call({**CHAT, "stream": stream}, replica=0)
+        try:
+            if stream:
+                answer = await backend.stream(upstream_call)
+                async for _ in answer:
+                    pass
+                await answer.aclose()
+            else:
+                await backend.complete(upstream_call)
+            return upstream_call.replica, backend.affinity.in_flight, backend.affinity.down_until[0]
+        finally:
+            await backend.aclose()
+
+    replica, in_flight, down = asyncio.run(run())
+    assert replica == 1 and in_flight == [0, 0] and down > 0
+    assert len(server.ledger) == seen + 1 and server.ledger[-1].status == 200
 
 
 def test_a_native_call_goes_as_written_and_comes_back_as_anthropic_wrote_it(
