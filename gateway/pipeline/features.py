@@ -20,7 +20,12 @@ from classifiers.length import TOKENS_PER_REPLY, TokenCounter, counter_for, mess
 from classifiers.pair_heads import chained
 from classifiers.prompt import structured_tokens
 from gateway.money.ceiling import Demand
-from gateway.pipeline.prompt_prefix import has_breakpoints, head_length, prefix_chain
+from gateway.pipeline.prompt_prefix import (
+    has_breakpoints,
+    head_length,
+    kept_at_breakpoints,
+    prefix_chain,
+)
 from gateway.pipeline.request import EMBEDDING, ModelRequest
 from gateway.pipeline.warm import Warm
 
@@ -83,6 +88,10 @@ class RequestFeatures:
     warm: dict[str, Warm] = field(default_factory=dict)
     breakpoints: bool = False            # its chat body marks cache_control (has_breakpoints)
     native_breakpoints: bool | None = None   # its door's own body does (None: it has none)
+    # What an upstream that caches at breakpoints keeps of it (prompt_prefix.kept_at_breakpoints):
+    # (the whole prompt, its head), from the chat body and from the door's own.
+    kept: tuple[bool, bool] = (False, False)
+    native_kept: tuple[bool, bool] | None = None
 
     def prompt_tokens(self, encoding: str) -> int:
         return self.token_counts[encoding]
@@ -103,6 +112,16 @@ class RequestFeatures:
         if self.native_breakpoints is not None and model.backend == "anthropic":
             return self.native_breakpoints
         return self.breakpoints
+
+    def kept_by(self, model: ModelFacts) -> tuple[bool, bool]:
+        """What ``model``'s upstream holds of this prompt once it has served it: (the
+        whole prompt, its head). Both, but on an upstream that caches only at breakpoints:
+        what this request marks there."""
+        if model.prefix_cache != "breakpoints":
+            return True, True
+        if self.native_kept is not None and model.backend == "anthropic":
+            return self.native_kept
+        return self.kept
 
     def prefill_tokens(self, model: ModelFacts) -> int:
         """What ``model`` must prefill: the prompt less what it probably caches."""
@@ -153,11 +172,17 @@ def _measure_sync(req: ModelRequest, encodings: set[str], scorer: Scorer | None,
                     generates=req.operation != EMBEDDING,
                     inputs=1 if req.templated else len(req.messages))
     hashes = prefix_chain(req.body) if cache_aware else None
+    marked = cache_aware and has_breakpoints(req.body)
+    native = req.native.body if cache_aware and req.native is not None else None
+    native_marked = native is not None and has_breakpoints(native)
     return RequestFeatures(counts, expected, demand, score, classify_s=spent, scorer=scorer,
                            chain=hashes, head=(hashes[k - 1], heads) if hashes and k else None,
-                           breakpoints=cache_aware and has_breakpoints(req.body),
-                           native_breakpoints=None if not cache_aware or req.native is None
-                           else has_breakpoints(req.native.body))
+                           breakpoints=marked,
+                           native_breakpoints=None if native is None else native_marked,
+                           kept=kept_at_breakpoints(req.body, k) if marked else (False, False),
+                           native_kept=None if native is None else (
+                               kept_at_breakpoints(native, 0) if native_marked
+                               else (False, False)))
 
 
 async def measure(req: ModelRequest, encodings: set[str], scorer: Scorer | None,

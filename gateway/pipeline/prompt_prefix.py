@@ -4,6 +4,7 @@ and whether it marks the breakpoints some upstreams cache at (``warm.py`` keeps 
     chain = prefix_chain(req.body)          # one hash per message, each over all before it
     k = head_length(req.body["messages"])   # its leading system messages, when more follows
     has_breakpoints(body)                   # cache_control anywhere Anthropic or LiteLLM put it
+    kept_at_breakpoints(body, k)            # what a breakpoint cache keeps: (whole, head)
 
 Each request's prompt is hashed as a chain over its messages (the tools and
 response format first, each message's hash taken over the one before it), so a
@@ -70,6 +71,20 @@ def has_breakpoints(body: dict[str, Any]) -> bool:
                         isinstance(part, dict) and "cache_control" in part for part in content):
                     return True
     return False
+
+
+def kept_at_breakpoints(body: dict[str, Any], k: int) -> tuple[bool, bool]:
+    """What an upstream that caches only at breakpoints keeps of this prompt once it has
+    served it: (the whole prompt: a breakpoint on its last message, or at the top level,
+    Anthropic's automatic placement at the end; its head: a breakpoint on its tools, its
+    system blocks, or its first ``k`` messages). A breakpoint anywhere else keeps a prefix
+    this record does not name: neither is counted on."""
+    messages = body.get("messages")
+    messages = messages if isinstance(messages, list) else []
+    end = "cache_control" in body or (bool(messages) and has_breakpoints({"messages": messages[-1:]}))
+    head = has_breakpoints({"system": body.get("system"), "tools": body.get("tools"),
+                            "messages": messages[:k]})
+    return end, head
 
 
 def _read_as(message: dict[str, Any]) -> dict[str, Any]:

@@ -278,10 +278,11 @@ async def _answer(gw: AppState, door: Door, out: Responder, o: Outcome, caller: 
     o.model = model.name
     bill.served = True
     if features.chain:      # that model now holds this prompt in its prefix cache
-        gw.warm.served(caller.team_name, features.chain, features.head,
+        whole, head = features.kept_by(model)
+        gw.warm.served(caller.team_name, features.chain, features.head if head else None,
                        Warm(model.name, attempts.replica or 0,
                             features.prompt_tokens(model.tokenizer), time.time()),
-                       model.tokenizer)
+                       model.tokenizer, whole)
     headers = o.response_headers()
     if attempts.count > 1:
         headers["x-routegate-attempts"] = attempts.header()

@@ -129,11 +129,13 @@ class WarmPrefixes:
         return out
 
     def served(self, team: str, chain: list[bytes], head: tuple[bytes, dict[str, int]] | None,
-               warm: Warm, encoding: str) -> None:
-        """``warm``'s model served the prompt ``chain`` hashes: it holds the whole prompt,
-        and its ``head`` (the head's hash and tokens per encoding) when that is
-        ``MIN_SHARED_TOKENS`` or more in its model's ``encoding``."""
-        self.remember(team, chain[-1], warm)
+               warm: Warm, encoding: str, whole: bool = True) -> None:
+        """``warm``'s model served the prompt ``chain`` hashes: it holds the whole prompt
+        (unless not ``whole``: an upstream that caches at breakpoints, where the prompt
+        marked none at its end), and its ``head`` (the head's hash and tokens per
+        encoding) when that is ``MIN_SHARED_TOKENS`` or more in its model's ``encoding``."""
+        if whole:
+            self.remember(team, chain[-1], warm)
         if head is not None and (tokens := head[1].get(encoding, 0)) >= MIN_SHARED_TOKENS:
             self.remember(team, head_key(head[0], warm.model),
                           Warm(warm.model, warm.replica, tokens, warm.at))

@@ -1,0 +1,90 @@
+"""An upstream that caches only at breakpoints (Anthropic) is warm for what was marked.
+
+One Anthropic model onto the test server and a cheaper simulated one without a prefix
+cache, both meeting the team's target. A prompt the Anthropic model served is cheaper
+there on the next turn only if its cache holds it: the test server bills what it
+really read and wrote, so a turn sent there on a prefix it never cached pays the 1.25x
+write instead of the 0.1x read, and would have been cheaper on the other model.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.providers.anthropic_server import ANTHROPIC_KEY, AnthropicServer
+from tests.support import TEST_KEY, Gateway, hashed, run_gateway
+
+KEY_ENV = "ROUTEGATE_TEST_ANTHROPIC_KEY"
+MARK = {"cache_control": {"type": "ephemeral"}}
+
+
+@pytest.fixture(scope="module")
+def gateway(anthropic_server: AnthropicServer) -> Iterator[Gateway]:
+    claude = {"name": "claude", "backend": "anthropic", "base_url": anthropic_server.url,
+              "upstream_model": "claude-test", "api_key_env": KEY_ENV,
+              "context_window": 200_000, "max_output_tokens": 512, "ability": 0.97,
+              "price": {"input_per_mtok": 1.0, "output_per_mtok": 2.0,
+                        "cached_input_per_mtok": 0.1, "cache_write_per_mtok": 1.25}}
+    plain = {"name": "plain", "backend": "simulated", "ability": 0.75,
+             "price": {"input_per_mtok": 0.9, "output_per_mtok": 1.8},
+             "context_window": 200_000, "max_output_tokens": 512,
+             "simulate": {"tpot_ms": 1, "prefill_tokens_per_s": 1_000_000, "seed": 7,
+                          "output_tokens_mean": 8, "prefix_cache": False}}
+    config = {"models": [claude, plain],
+              "teams": [{"name": "test", "keys": [hashed(TEST_KEY)], "quality": 0.1}],
+              "routing": {"auto_policy": "quality"},
+              "redis_url": "redis://127.0.0.1:6379/0", "metrics": {"enabled": False},
+              "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
+              "batch": {"key_prefix": f"rgbtest-{uuid.uuid4().hex[:8]}",
+                        "worker_in_serve": False}}
+    with run_gateway(config, env={KEY_ENV: ANTHROPIC_KEY}) as gw:
+        yield gw
+
+
+def text(words: str, marked: bool) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": words, **(MARK if marked else {})}]
+
+
+def ask(gw: Gateway, model: str, system: list[dict[str, Any]],
+        messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    r = httpx.post(gw.url + "/v1/messages", timeout=60,
+                   headers={"x-api-key": TEST_KEY, "anthropic-version": "2023-06-01"},
+                   json={"model": model, "system": system, "messages": messages,
+                         "max_tokens": 16})
+    r.raise_for_status()
+    return r.headers["x-routegate-model"], r.json()["usage"]
+
+
+@pytest.mark.parametrize("first, then, served", [
+    # The next turn of the same session, marked at its end:
+    ("none", "next turn", "plain"),      # nothing was cached: claude would write it all
+    ("end", "next turn", "claude"),      # the whole first prompt was cached: read it
+    # A new session with the same system prompt, marked at its end:
+    ("end", "new session", "plain"),     # only whole prompts were cached, not the system's
+    ("system", "new session", "claude"),  # the system prompt was cached: read it
+])
+def test_a_breakpoint_upstream_is_warm_only_for_what_was_marked(
+        gateway: Gateway, first: str, then: str, served: str) -> None:
+    rng = random.Random(f"{first}-{then}")
+    rules = "agent rules. " + " ".join(rng.choice(["cache", "prefix", "agent", "tool"])
+                                       for _ in range(3000))
+    model, _ = ask(gateway, "auto:0.9", text(rules, first == "system"),
+                   [{"role": "user", "content": text("Summarise.", first == "end")}])
+    assert model == "claude"
+    messages: list[dict[str, Any]]
+    if then == "next turn":
+        messages = [{"role": "user", "content": text("Summarise.", False)},
+                    {"role": "assistant", "content": "Done."},
+                    {"role": "user", "content": text("Shorter.", True)}]
+    else:
+        messages = [{"role": "user", "content": text("Another task entirely.", True)}]
+    model, usage = ask(gateway, "auto", text(rules, first == "system"), messages)
+    assert model == served
+    if served == "claude":                # and it read the prompt from its cache
+        assert usage["cache_read_input_tokens"] > 2000
