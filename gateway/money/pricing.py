@@ -59,11 +59,13 @@ def billed_nano(model: ModelFacts, usage: Usage, rate: float = 1.0) -> int:
 
 
 def cost_usd(model: ModelFacts, prompt_tokens: int, output_tokens: int, rate: float = 1.0,
-             cached: int = 0) -> float:
+             cached: int = 0, written: int = 0) -> float:
     """Predicted cost for ranking candidates: a float is enough, and cheaper.
-    ``cached``: prompt tokens the model probably holds in its prompt cache."""
+    ``cached``: prompt tokens the model probably holds in its prompt cache; ``written``:
+    those it will write there (a breakpoint cache's), at the cache-write price."""
     p = model.price
-    prompt = (prompt_tokens - cached) * p.input_per_mtok + cached * p.cached_input
+    prompt = ((prompt_tokens - cached - written) * p.input_per_mtok + cached * p.cached_input
+              + written * p.cache_write)
     return (prompt + output_tokens * p.output_per_mtok) * rate / 1e6
 
 

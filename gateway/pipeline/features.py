@@ -123,6 +123,20 @@ class RequestFeatures:
             return self.native_kept
         return self.kept
 
+    def written_tokens(self, model: ModelFacts, cached: int) -> int:
+        """The prompt tokens ``model``'s upstream will write to its cache, billed at the
+        cache-write price: on an upstream that caches at breakpoints, what this request
+        marks beyond what it reads (the whole prompt, or its head). Elsewhere none is
+        billed apart."""
+        if model.prefix_cache != "breakpoints" or not (self.breakpoints or self.native_breakpoints):
+            return 0
+        whole, head = self.kept_by(model)
+        if whole:
+            return self.prompt_tokens(model.tokenizer) - cached
+        if head and self.head is not None:
+            return max(0, self.head[1].get(model.tokenizer, 0) - cached)
+        return 0
+
     def prefill_tokens(self, model: ModelFacts) -> int:
         """What ``model`` must prefill: the prompt less what it probably caches."""
         return self.prompt_tokens(model.tokenizer) - self.cached_tokens(model)

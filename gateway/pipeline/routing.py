@@ -133,7 +133,9 @@ class Router:
         stats = self.backends[model.name].stats
         ttft, tpot = predicted_timing(model, stats, prompt - cached)
         quality = self.predicted_quality(model, features)
-        return Candidate(model, stats, quality, cost_usd(model, prompt, out, rate, cached), ttft,
+        written = features.written_tokens(model, cached)
+        return Candidate(model, stats, quality,
+                         cost_usd(model, prompt, out, rate, cached, written), ttft,
                          tpot, ttft + tpot * out)
 
     def _fits(self, model: ModelFacts, req: ModelRequest, features: RequestFeatures) -> bool:

@@ -1,10 +1,12 @@
 """An upstream that caches only at breakpoints (Anthropic) is warm for what was marked.
 
-One Anthropic model onto the test server and a cheaper simulated one without a prefix
-cache, both meeting the team's target. A prompt the Anthropic model served is cheaper
-there on the next turn only if its cache holds it: the test server bills what it
-really read and wrote, so a turn sent there on a prefix it never cached pays the 1.25x
-write instead of the 0.1x read, and would have been cheaper on the other model.
+One Anthropic model onto the test server (input $0.80 per Mtok, cache reads $0.08,
+writes $1.00) and a simulated one without a prefix cache ($0.90), both meeting the
+team's target. A prompt the Anthropic model served is cheaper there on the next turn
+only if its cache holds it: the test server bills what it really read and wrote, so a
+turn sent there on a prefix it never cached pays the write instead of the read, and
+would have been cheaper on the other model. A marked prompt is written at the write
+price, which the choice counts too.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ def gateway(anthropic_server: AnthropicServer) -> Iterator[Gateway]:
     claude = {"name": "claude", "backend": "anthropic", "base_url": anthropic_server.url,
               "upstream_model": "claude-test", "api_key_env": KEY_ENV,
               "context_window": 200_000, "max_output_tokens": 512, "ability": 0.97,
-              "price": {"input_per_mtok": 1.0, "output_per_mtok": 2.0,
-                        "cached_input_per_mtok": 0.1, "cache_write_per_mtok": 1.25}}
+              "price": {"input_per_mtok": 0.8, "output_per_mtok": 1.6,
+                        "cached_input_per_mtok": 0.08, "cache_write_per_mtok": 1.0}}
     plain = {"name": "plain", "backend": "simulated", "ability": 0.75,
              "price": {"input_per_mtok": 0.9, "output_per_mtok": 1.8},
              "context_window": 200_000, "max_output_tokens": 512,
@@ -88,3 +90,15 @@ def test_a_breakpoint_upstream_is_warm_only_for_what_was_marked(
     assert model == served
     if served == "claude":                # and it read the prompt from its cache
         assert usage["cache_read_input_tokens"] > 2000
+
+
+@pytest.mark.parametrize("marked, served", [(False, "claude"), (True, "plain")])
+def test_a_marked_prompt_is_priced_at_the_write_it_costs(gateway: Gateway, marked: bool,
+                                                         served: str) -> None:
+    """Nothing warm: unmarked, the prompt costs claude's input price, the cheaper; marked,
+    claude writes it at $1.00 per Mtok, dearer than the other model's $0.90."""
+    rng = random.Random(f"fresh-{marked}")
+    rules = "house rules. " + " ".join(rng.choice(["write", "read", "mark"]) for _ in range(3000))
+    model, _ = ask(gateway, "auto", text(rules, False),
+                       [{"role": "user", "content": text("First task.", marked)}])
+    assert model == served
