@@ -87,10 +87,15 @@ class Warm:
 
 
 class WarmPrefixes:
-    def __init__(self, ttl_s: float, max_local: int = MAX_LOCAL) -> None:
+    def __init__(self, ttl_s: float, max_local: int = MAX_LOCAL,
+                 max_per_team: int = MAX_PER_TEAM) -> None:
         self.ttl_s = ttl_s
         self.max_local = max_local
-        self._known: OrderedDict[tuple[str, bytes], Warm] = OrderedDict()
+        self.max_per_team = max_per_team
+        # Per team, least recently served first: a busy team's entries push out its own
+        # oldest, never another team's (past max_local in all, the largest team's go).
+        self._known: dict[str, OrderedDict[bytes, Warm]] = {}
+        self._size = 0
         self._pending: dict[str, dict[bytes, Warm]] = {}    # team -> to write and publish
         self._unwritten: dict[str, dict[bytes, Warm]] = {}  # a failed write's: to write again
         self._seen_at: dict[str, float] = {}                 # team -> newest read from Redis
@@ -99,13 +104,17 @@ class WarmPrefixes:
 
     def find(self, team: str, chain: list[bytes]) -> Warm | None:
         """The longest prefix of ``chain`` served within ``ttl_s``, if any."""
+        known = self._known.get(team)
+        if not known:
+            return None
         cutoff = time.time() - self.ttl_s
         for h in reversed(chain):
-            warm = self._known.get((team, h))
+            warm = known.get(h)
             if warm is not None:
                 if warm.at >= cutoff:
                     return warm
-                del self._known[(team, h)]
+                del known[h]
+                self._size -= 1
         return None
 
     def by_model(self, team: str, chain: list[bytes], head: bytes | None = None,
@@ -114,15 +123,18 @@ class WarmPrefixes:
         moved from one model to another and back finds the first still holding the turns
         it served (its upstream's cache keeps them while they are read). ``head``: the
         chain's hash at its head, looked up for each of ``models`` that served it."""
-        cutoff = time.time() - self.ttl_s
         out: dict[str, Warm] = {}
+        known = self._known.get(team)
+        if not known:
+            return out
+        cutoff = time.time() - self.ttl_s
         for h in reversed(chain):
-            warm = self._known.get((team, h))
+            warm = known.get(h)
             if warm is not None and warm.at >= cutoff and warm.model not in out:
                 out[warm.model] = warm
         if head is not None:
             for model in models:
-                warm = self._known.get((team, head_key(head, model)))
+                warm = known.get(head_key(head, model))
                 if warm is not None and warm.at >= cutoff and (
                         model not in out or out[model].tokens < warm.tokens):
                     out[model] = warm
@@ -147,11 +159,19 @@ class WarmPrefixes:
         self._wake.set()
 
     def _put(self, team: str, h: bytes, warm: Warm) -> None:
-        key = (team, h)
-        self._known[key] = warm
-        self._known.move_to_end(key)
-        while len(self._known) > self.max_local:
-            self._known.popitem(last=False)
+        known = self._known.get(team)
+        if known is None:
+            known = self._known[team] = OrderedDict()
+        self._size += h not in known
+        known[h] = warm
+        known.move_to_end(h)
+        if len(known) > self.max_per_team:
+            known.popitem(last=False)
+            self._size -= 1
+        while self._size > self.max_local:       # rare: many busy teams on one replica
+            largest = max(self._known.values(), key=len)
+            largest.popitem(last=False)
+            self._size -= 1
 
     async def run(self, redis: Any, tag_of: Any, teams: Callable[[], frozenset[str]],
                   channel: str, subscriber: Any, origin: str) -> None:
@@ -301,8 +321,9 @@ class WarmPrefixes:
     def _knows(self, team: str, h: Any, at: float) -> bool:
         """Whether the record already holds ``h`` as served at ``at`` or later."""
         key = h if isinstance(h, bytes) else str(h).encode("latin-1")
-        known = self._known.get((team, key))
-        return known is not None and known.at >= at
+        known = self._known.get(team)
+        warm = known.get(key) if known else None
+        return warm is not None and warm.at >= at
 
     async def trim(self, redis: Any, tag_of: Any) -> None:
         """Keep the record of each team written since the last trim within ``ttl_s`` and

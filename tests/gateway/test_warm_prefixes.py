@@ -715,3 +715,21 @@ def test_a_12_turn_agent_session_on_the_demo_fleet_stays_on_its_warm_model() -> 
     print("models:", models, "cached:", [t.cached for t in turns])
     assert switches <= 2, models
     assert all(t.cached > 0.5 * t.prompt for t in turns[6:])
+
+
+def test_a_busy_team_cannot_push_another_teams_prefixes_out() -> None:
+    """Each team keeps its own newest entries; past the replica's bound in all, the
+    largest team gives up its oldest."""
+    warm, now = WarmPrefixes(ttl_s=60, max_local=30, max_per_team=20), time.time()
+    quiet = prefix_chain(body("quiet session"))
+    warm.remember("quiet", quiet[-1], Warm("small", 0, 900, now))
+    for n in range(100):
+        warm.remember("busy", prefix_chain(body(f"busy {n}"))[-1], Warm("large", 0, 50, now))
+    assert warm.find("quiet", quiet) == Warm("small", 0, 900, now)
+    assert warm.find("busy", prefix_chain(body("busy 99"))) is not None
+    assert warm.find("busy", prefix_chain(body("busy 79"))) is None     # past its 20
+    for n in range(15):
+        warm.remember("third", prefix_chain(body(f"third {n}"))[-1], Warm("medium", 0, 50, now))
+    assert warm.find("quiet", quiet) is not None and warm._size == 30
+    assert warm.find("busy", prefix_chain(body("busy 80"))) is None     # the largest gave way
+    assert warm.find("third", prefix_chain(body("third 0"))) is not None
