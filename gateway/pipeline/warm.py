@@ -302,9 +302,10 @@ class WarmPrefixes:
         wanted = [(team, [h for h, at in rows if not self._knows(team, h, float(at))])
                   for team, rows in zip(teams, fresh, strict=True)]
         for team, rows in zip(teams, fresh, strict=True):
-            if rows:
+            if rows:      # never past this replica's own clock: a writer's running fast
+                # would move the next read past every entry the others write meanwhile
                 self._seen_at[team] = max(self._seen_at.get(team, 0.0),
-                                          *(float(at) for _, at in rows))
+                                          min(now, max(float(at) for _, at in rows)))
         if not any(hashes for _, hashes in wanted):
             return
         async with redis.pipeline(transaction=False) as pipe:

@@ -733,3 +733,27 @@ def test_a_busy_team_cannot_push_another_teams_prefixes_out() -> None:
     assert warm.find("quiet", quiet) is not None and warm._size == 30
     assert warm.find("busy", prefix_chain(body("busy 80"))) is None     # the largest gave way
     assert warm.find("third", prefix_chain(body("third 0"))) is not None
+
+
+def test_a_replica_whose_clock_runs_ahead_hides_no_one_elses_entries() -> None:
+    """An entry stamped 30 s in the future (a writer's clock ahead) is read, and the
+    reader's next reads still find what a replica with a right clock writes after it."""
+    tags = KeySpace(f"rgtest-{uuid.uuid4().hex[:8]}", "UTC")
+
+    async def run() -> tuple[bool, bool]:
+        client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+        ahead, right, reader = WarmPrefixes(300), WarmPrefixes(300), WarmPrefixes(300)
+        early, late = prefix_chain(body("fast clock")), prefix_chain(body("right clock"))
+        try:
+            ahead.remember("t", early[-1], Warm("small", 0, 100, time.time() + 30))
+            await ahead.write(client, tags.tag)
+            await reader.read(client, tags.tag, ["t"])
+            right.remember("t", late[-1], Warm("large", 0, 900, time.time()))
+            await right.write(client, tags.tag)
+            await reader.read(client, tags.tag, ["t"])
+            return reader.find("t", early) is not None, reader.find("t", late) is not None
+        finally:
+            await client.delete(f"{tags.tag('t')}:warm", f"{tags.tag('t')}:warm:at")
+            await client.aclose()
+
+    assert asyncio.run(run()) == (True, True)
