@@ -167,6 +167,13 @@ class Lines:
         self.cached_tokens += usage.cached_tokens
         self.cache_write_tokens += usage.cache_write_tokens
 
+    def by_model(self) -> dict[str, Lines]:
+        """The lines of each model, apart (the delivered answer's model last)."""
+        out: dict[str, Lines] = {}
+        for x in self.lines:
+            out.setdefault(x.model.name, Lines()).add(x)
+        return out
+
     def cache_effect(self) -> tuple[int, int]:
         """Nano-USD the prompt cache saved, and what it cost above the input price: its
         reads at the input price less their bill, and its writes' bill less the input

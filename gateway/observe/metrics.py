@@ -64,7 +64,7 @@ from budget.journal import QUARANTINED_METRIC
 from core.config import GatewayConfig
 from gateway.observe.live import LiveFigures
 from gateway.observe.metric_batch import PendingCounter, PendingHistogram
-from gateway.pipeline.outcome import Outcome
+from gateway.pipeline.outcome import Outcome, Share
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"   # read by prometheus_client at import
 FLUSH_S = 1.0      # per-request updates reach prometheus_client within this
@@ -119,6 +119,7 @@ class Metrics:
         self.overdraft = count("routegate_overdraft_usd", "Billed above the reservation: the "
                                "upstream counted more of the prompt than the gateway", ["team"])
         self._children: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._share_series: dict[tuple[str, str], tuple[Any, ...]] = {}
         self._pending: list[PendingCounter | PendingHistogram] = []
         self._flush_timer: asyncio.TimerHandle | None = None
         self._classifier = self._hold(self.classifier)
@@ -161,22 +162,25 @@ class Metrics:
             queue.observe(queue_wait)
         if o.classify_s is not None:
             self._classifier.observe(o.classify_s)
-        if o.prompt_tokens or o.completion_tokens:
-            prompt.inc(o.prompt_tokens)
-            completion.inc(o.completion_tokens)
-            cost.inc(o.cost_usd)
+        if o.shares:                     # billed on several models: each part under its own
+            self._observe_shares(o.team or "-", o.shares)
+        else:
+            if o.prompt_tokens or o.completion_tokens or o.cost_usd:   # a hit bills no tokens
+                prompt.inc(o.prompt_tokens)
+                completion.inc(o.completion_tokens)
+                cost.inc(o.cost_usd)
+            if o.cached_tokens:
+                cached.inc(o.cached_tokens)
+            if o.cache_saved_usd:
+                kind = "response" if o.response_cache == "hit" else "prefix"
+                self.saved.labels(o.team or "-", o.model or "-", kind).inc(o.cache_saved_usd)
+            if o.cache_write_premium_usd:
+                self.write_premium.labels(o.team or "-", o.model or "-").inc(
+                    o.cache_write_premium_usd)
         if o.energy_j:
             energy.inc(o.energy_j)
-        if o.cached_tokens:
-            cached.inc(o.cached_tokens)
         if o.response_cache is not None:
             self.response_cache.labels(o.team or "-", o.response_cache).inc()
-        if o.cache_saved_usd:
-            kind = "response" if o.response_cache == "hit" else "prefix"
-            self.saved.labels(o.team or "-", o.model or "-", kind).inc(o.cache_saved_usd)
-        if o.cache_write_premium_usd:
-            self.write_premium.labels(o.team or "-", o.model or "-").inc(
-                o.cache_write_premium_usd)
         for reason in o.escalations or ():
             self.escalations.labels(o.pool, reason).inc()
         for reason in o.fallbacks or ():
@@ -188,6 +192,24 @@ class Metrics:
         if self._flush_timer is None:
             with contextlib.suppress(RuntimeError):   # no event loop: flushed at collect()
                 self._flush_timer = asyncio.get_running_loop().call_later(FLUSH_S, self.flush)
+
+    def _observe_shares(self, team: str, shares: list[Share]) -> None:
+        for x in shares:
+            series = self._share_series.get((team, x.model))
+            if series is None:
+                series = self._share_series[(team, x.model)] = tuple(self._hold(child) for child in (
+                    self.tokens.labels(team, x.model, "prompt"),
+                    self.tokens.labels(team, x.model, "completion"),
+                    self.tokens.labels(team, x.model, "cached"), self.cost.labels(team, x.model)))
+            prompt, completion, cached, cost = series
+            prompt.inc(x.prompt_tokens)
+            completion.inc(x.completion_tokens)
+            cached.inc(x.cached_tokens)
+            cost.inc(x.cost_usd)
+            if x.saved_usd:
+                self.saved.labels(team, x.model, "prefix").inc(x.saved_usd)
+            if x.premium_usd:
+                self.write_premium.labels(team, x.model).inc(x.premium_usd)
 
     def flush(self) -> None:
         """Hand the pending updates to prometheus_client (gateway/observe/metric_batch.py)."""

@@ -10,6 +10,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+@dataclass(frozen=True, slots=True)
+class Share:
+    """One model's part of a request billed on several (an escalation's replaced answer
+    and the one delivered): the per-model metrics file each part under its own model."""
+
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_usd: float
+    saved_usd: float           # by its prompt cache
+    premium_usd: float         # its cache writes above the input price
+
+
 @dataclass(slots=True)
 class Outcome:
     request_id: str                      # the gateway's own id (budget idempotency)
@@ -34,6 +48,7 @@ class Outcome:
     usage_estimated: bool = False
     usage_anomaly: str | None = None     # "negative" | "over_cap" | "unreadable": usage corrected
     cost_usd: float = 0.0
+    shares: list[Share] | None = None    # per model, when the bill's lines are on several
     overdraft_usd: float | None = None   # billed above the reservation (the upstream counted more)
     energy_j: float | None = None
     ttft_s: float | None = None

@@ -41,7 +41,7 @@ from gateway.pipeline.dispatch import call_with_fallback
 from gateway.pipeline.features import RequestFeatures, measure
 from gateway.pipeline.labels import learn_from
 from gateway.pipeline.ladder import LOW_CONFIDENCE
-from gateway.pipeline.outcome import Outcome
+from gateway.pipeline.outcome import Outcome, Share
 from gateway.pipeline.pools import request_pool
 from gateway.pipeline.relay import StreamRelay
 from gateway.pipeline.request import ModelRequest, check_shape
@@ -221,6 +221,10 @@ def _report(o: Outcome, billed: Lines) -> None:
     if billed.cached_tokens or billed.cache_write_tokens:
         saved, premium = billed.cache_effect()
         o.cache_saved_usd, o.cache_write_premium_usd = usd(saved), usd(premium)
+    if len(billed.lines) > 1 and any(x.model is not billed.lines[0].model for x in billed.lines):
+        o.shares = [Share(name, part.prompt_tokens, part.completion_tokens, part.cached_tokens,
+                          usd(part.cost), *map(usd, part.cache_effect()))
+                    for name, part in billed.by_model().items()]
     energy: float | None = None
     for x in billed.lines:       # usually one line
         per_token = x.model.energy_j_per_token
