@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -203,13 +204,14 @@ class ComplexityModel:
         return prior + self._learned_weight * weight * (learned - prior), weight
 
     def score(self, text: str, *, n_messages: int = 1, has_tools: bool = False,
-              has_response_format: bool = False) -> PromptScore:
-        """Score one prompt; cost is bounded whatever the length of ``text``."""
+              has_response_format: bool = False, pairs: bool = True) -> PromptScore:
+        """Score one prompt; cost is bounded whatever the length of ``text``. ``pairs``:
+        with the pair heads' gains, if it has any (False: none of them applies)."""
         feats = features.featurize(text, n_messages=n_messages, has_tools=has_tools,
                                    has_response_format=has_response_format)
         semantic = self._semantic(text) if self._semantic is not None else 0.0
         score = self.score_features(feats, shape_features(text), semantic)
-        if self._pairs is None or self._learned is None:
+        if not pairs or self._pairs is None or self._learned is None:
             return score
         return replace(score, pair_gains=self.pair_gains(text, score))
 
@@ -255,10 +257,18 @@ class ComplexityModel:
         )
 
     def score_messages(self, messages: list[dict], *, has_tools: bool = False,
-                       has_response_format: bool = False) -> PromptScore:
+                       has_response_format: bool = False, pairs: bool = True) -> PromptScore:
         """Score an OpenAI-format conversation (content may be a string or parts)."""
         return self.score(conversation_text(messages), n_messages=max(len(messages), 1),
-                          has_tools=has_tools, has_response_format=has_response_format)
+                          has_tools=has_tools, has_response_format=has_response_format,
+                          pairs=pairs)
+
+    def pairs_among(self, names: Collection[str]) -> list[tuple[str, str]]:
+        """The pairs of neighbours on the pair heads' ladder that are both in ``names``
+        (a config's models): the heads that can decide anything there."""
+        ladder = self.pair_ladder
+        return [(a, b) for a, b in zip(ladder, ladder[1:], strict=False)
+                if a in names and b in names]
 
     def p_correct(self, score: PromptScore, ability: float, family: str | None = None) -> float:
         """P(correct) for a model of ``ability`` (P(correct) at logit 0) and ``family``."""

@@ -12,6 +12,7 @@ everything the model reads: messages, images, tools and the response schema
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from classifiers.complexity import ComplexityModel, PromptScore
     from core.config import GatewayConfig, ModelFacts
 
+log = logging.getLogger("routegate.classifier")
+
 # Above this many body bytes the work moves off the event loop (~1 ms of tiktoken).
 LONG_PROMPT_BYTES = 16_000
 # Expected output length when the client gives no max_tokens.
@@ -49,12 +52,21 @@ class Scorer:
 
     model: ComplexityModel
     terms: dict[str, tuple[float, str | None]]
+    pairs: bool = False          # some pair head decides between two of the config's models
 
     @classmethod
     def of(cls, model: ComplexityModel, config: GatewayConfig) -> Scorer:
         terms = {m.name: model.learned_terms(m.name) or (m.ability, m.family)
                  for m in config.models}
-        return cls(model, terms)
+        ladder = model.pair_ladder
+        usable = model.pairs_among(terms)
+        if len(usable) < len(ladder) - 1:
+            # Label names are free: a learned ladder may name no model of this config. Its
+            # heads then decide nothing here, and cost the request path nothing either.
+            log.warning("the classifier's pair heads along %s: %d of its %d pairs are "
+                        "between two configured models; the others are not used",
+                        ladder, len(usable), len(ladder) - 1)
+        return cls(model, terms, bool(usable))
 
     def p_correct(self, score: PromptScore, model: ModelFacts) -> float:
         """P(correct) of ``model``; on a ladder with pair heads (``routegate learn``), the
@@ -179,7 +191,8 @@ def _measure_sync(req: ModelRequest, encodings: set[str], scorer: Scorer | None,
     if scorer is not None:
         started = time.perf_counter()
         score = scorer.model.score_messages(req.messages, has_tools=req.has_tools,
-                                          has_response_format=req.has_response_format)
+                                            has_response_format=req.has_response_format,
+                                            pairs=scorer.pairs)
         spent = time.perf_counter() - started
     expected = req.max_tokens or DEFAULT_EXPECTED_OUTPUT
     demand = Demand(counts, len(req.messages), req.max_tokens, req.choices,

@@ -61,32 +61,46 @@ function cacheSeries(h) {
   }));
 }
 
+function windowText(minutes) {
+  return minutes === 60 ? "the last hour" : `the last ${minutes} minute${minutes === 1 ? "" : "s"}`;
+}
+
+function responseCacheText(h) {
+  const count = (result) => (h.response_cache || []).filter((r) => r.result === result)
+    .reduce((a, r) => a + r.counts.reduce((x, y) => x + y, 0), 0);
+  const hits = count("hit"), asked = hits + count("miss");
+  return asked ? ` Response cache: ${hits} of ${asked} asked answered from it.` : "";
+}
+
 function renderHistory(h) {
-  const m = h.minutes, slo = h.slo;
+  const m = h.minutes, slo = h.slo, span = windowText(m.length);
+  const heading = document.querySelector("#history h2");
+  if (heading) heading.textContent = `${span[0].toUpperCase()}${span.slice(1)}, per minute (every replica, from Redis)`;
   lineChart(document.getElementById("chart-requests"), m, requestSeries(h),
-            { fmt: fmtY.rps, empty: "No requests in the last hour" });
+            { fmt: fmtY.rps, empty: `No requests in ${span}` });
   lineChart(document.getElementById("chart-ttft"), m, quantileSeries(h.ttft),
             { fmt: fmtY.ms, refs: [{ y: slo.ttft_s, label: "TTFT SLO" }],
-              empty: "No streamed interactive answers in the last hour" });
+              empty: `No streamed interactive answers in ${span}` });
   lineChart(document.getElementById("chart-tpot"), m, quantileSeries(h.tpot),
             { fmt: fmtY.ms, refs: [{ y: slo.tpot_s, label: "TPOT SLO" }],
-              empty: "No streamed interactive answers in the last hour" });
+              empty: `No streamed interactive answers in ${span}` });
   lineChart(document.getElementById("chart-load"), m, loadSeries(h),
-            { fmt: fmtY.n, empty: "Nothing queued or in flight in the last hour" });
+            { fmt: fmtY.n, empty: `Nothing queued or in flight in ${span}` });
   lineChart(document.getElementById("chart-spend"), m, spendSeries(h),
-            { fmt: fmtY.usd, refs: spendRefs(h), empty: "No team spend recorded in the last hour" });
+            { fmt: fmtY.usd, refs: spendRefs(h), empty: `No team spend recorded in ${span}` });
   lineChart(document.getElementById("chart-reasons"), m, [
     { name: "escalation rate", values: h.escalation_rate, color: "#d08a00" },
     { name: "fallback rate", values: h.fallback_rate, color: "#e0533d", dash: "4 3" },
-  ], { fmt: fmtY.pct, empty: "No requests in the last hour" });
+  ], { fmt: fmtY.pct, empty: `No requests in ${span}` });
   const saved = (h.cache_saved_usd || []).reduce((a, s) => a + s.usd.reduce((x, y) => x + y, 0), 0);
   lineChart(document.getElementById("chart-cache"), m, cacheSeries(h),
-            { fmt: fmtY.pct, empty: "No prompt tokens in the last hour" });
+            { fmt: fmtY.pct, empty: `No prompt tokens in ${span}` });
   const premium = (h.cache_write_premium_usd || []).reduce((x, y) => x + y, 0);
   document.getElementById("cache-saved").textContent =
-    "Saved by caches in the last hour: " + fmtY.usd(saved - premium) +
+    `Saved by caches in ${span}: ` + fmtY.usd(saved - premium) +
     (premium > 0 ? " (" + fmtY.usd(saved) + " saved, less " + fmtY.usd(premium) +
-                   " that cache writes cost above the input price)" : "");
+                   " that cache writes cost above the input price)." : ".") +
+    responseCacheText(h);
   const box = document.getElementById("history");
   box.dataset.generated = String(m[m.length - 1]);
 }

@@ -116,7 +116,9 @@ async function refresh() {
       document.getElementById("login").hidden = true;
       document.getElementById("app").hidden = false;
       render(await resp.json());
-      const hist = await fetch("/admin/history", { credentials: "same-origin", cache: "no-store" });
+      // The last hour (or the history kept, when that is shorter).
+      const hist = await fetch("/admin/history?minutes=60",
+                               { credentials: "same-origin", cache: "no-store" });
       if (hist.ok) renderHistory(await hist.json());
     }
   } catch (err) {

@@ -90,9 +90,11 @@ def test_bad_requests_and_history_off() -> None:
     with run_simulator() as sim:
         config = base_config(sim)
         with run_gateway(config, env=ENV) as gw:
-            for minutes in (0, 61, "x"):
+            for minutes in (0, -1, "x"):
                 r = _history(gw.url, minutes=minutes)
                 assert r.status_code in (400, 422) and r.json()["error"]["param"], r.text
+            # More than is kept (the page asks for 60 whatever is kept): what is kept.
+            assert len(_history(gw.url, minutes=61).json()["minutes"]) == 60
             assert httpx.get(gw.url + "/admin/history").status_code == 401
             wrong = {"authorization": f"Bearer {TEST_KEY}"}
             assert httpx.get(gw.url + "/admin/history", headers=wrong).status_code in (401, 403)

@@ -261,6 +261,11 @@ def test_operator_page(browser) -> None:
             history = httpx.get(gw.url + "/admin/history",
                                 headers={"authorization": f"Bearer {ADMIN_KEY}"}).json()
             assert len(history["minutes"]) == 60
+            heading, saved = driver.execute_script(
+                'return [document.querySelector("#history h2").textContent,'
+                ' document.getElementById("cache-saved").textContent];')
+            assert heading.startswith("The last hour, per minute")
+            assert saved.startswith("Saved by caches in the last hour: $")
             charts, wanted = _charts(driver), _expected_series(history)
             assert {name: legend for name, (legend, _) in charts.items()} == wanted
             assert all(legend == paths for legend, paths in charts.values())

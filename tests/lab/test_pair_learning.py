@@ -232,6 +232,36 @@ def test_the_router_uses_the_pair_head_between_those_two_models_only(demo_router
         assert chosen == ("medium" if "seal" in text else "small"), (text, p)
 
 
+def test_heads_along_a_ladder_of_no_configured_model_cost_and_decide_nothing(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Label names are free: heads learned on ``weak`` and ``strong`` name none of the
+    demo fleet's models. The router warns once, scores without them (no embedding on
+    the request path), and routes by the item-response model alone."""
+    from core.config import load_config
+    from gateway.auth import Caller
+    from gateway.pipeline.features import Scorer, measure
+    from gateway.pipeline.routing import Router
+    from gateway.protocols.chat_body import parse_chat
+    from gateway.upstreams import build_backends
+
+    out = tmp_path / "learned"
+    assert _learn(tmp_path, label_lines(), "--out", str(out)).returncode == 0
+    model = ComplexityModel.load(out)
+    config = load_config(REPO / "config" / "routegate.yaml")
+    with caplog.at_level("WARNING", logger="routegate.classifier"):
+        assert Scorer.of(model, config).pairs is False
+    assert "0 of its 1 pairs" in caplog.text
+    router = Router(config, build_backends(config), model)
+    team = config.teams[0]
+    caller = Caller(team=team, key=team.key_configs()[0])
+    body = json.dumps({"model": "auto", "messages": [
+        {"role": "user", "content": "Tell me one fact about the seal."}]})
+    chat = parse_chat(body.encode(), {})
+    features = asyncio.run(measure(chat, router.encodings, router.scorer(chat, caller)))
+    assert features.score is not None and features.score.pair_gains is None
+    assert model.score("Tell me one fact about the seal.").pair_gains is not None
+
+
 def test_a_knn_head_keeps_a_bounded_draw_of_its_labels(monkeypatch: pytest.MonkeyPatch) -> None:
     """A team's traffic may label 100,000s of prompts: the knn head keeps at most
     MAX_KNN_ROWS of them (its request-path cost is a product with each), learn's own
