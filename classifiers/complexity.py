@@ -226,6 +226,14 @@ class ComplexityModel:
                for name in self._pairs.ladder}
         return self._pairs.gains(text, irt, raw)
 
+    def head_reads_text(self, pair: tuple[str, str]) -> bool | None:
+        """Whether this model's head for ``pair`` (weak, strong) reads the prompt's text
+        (its embedding); None: it has no head for that pair."""
+        if self._pairs is None:
+            return None
+        head = next((h for h in self._pairs.heads if (h.weak, h.strong) == pair), None)
+        return None if head is None else head.reads_embedding
+
     @property
     def pair_ladder(self) -> list[str]:
         """The ladder ``learn`` fitted pair heads along (weakest first); empty without."""

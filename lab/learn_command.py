@@ -122,8 +122,14 @@ def report(result: Result, model: ComplexityModel) -> str:
     ])
 
 
+def _needs_more(n_prompts: int) -> str:
+    return (f"needs more labels: {n_prompts} labelled prompts, about {MIN_PROMPTS} wanted "
+            f"({MIN_PROMPTS - n_prompts} more)")
+
+
 def run_learn(args: argparse.Namespace) -> int:
     problem = _writable(args.out)
+    labels = None
     try:
         if problem is not None:
             raise ValueError(problem)
@@ -138,13 +144,14 @@ def run_learn(args: argparse.Namespace) -> int:
                                    held_fraction=args.held_out)
     except (OSError, LabelError, ConfigError, ValueError) as exc:   # ArtifactError too
         print(f"routegate learn: {exc}", file=sys.stderr)
+        if labels is not None and len(labels.prompts) < MIN_PROMPTS:
+            print(_needs_more(len(labels.prompts)), file=sys.stderr)
         return 2
     result = outcome.result
     print(report(result, model))
     if outcome.needs:
-        print(f"needs more labels: {outcome.n_prompts} labelled prompts, about "
-              f"{MIN_PROMPTS} wanted ({outcome.needs} more); with fewer, only the "
-              "item-response refit is compared, and its interval is wide", file=sys.stderr)
+        print(f"{_needs_more(outcome.n_prompts)}; with fewer, only the item-response refit "
+              "is compared, and its interval is wide", file=sys.stderr)
     for pair in outcome.pairs:
         print(format_pair(pair))
     if args.compare_encoder and args.labels:

@@ -73,17 +73,24 @@ def _static() -> StaticEmbedding | None:
 
 
 def _before(current: ComplexityModel, labels: Labels, texts: Sequence[str | None]):
-    """The current classifier's ranking for a pair: its own pair head's gain where it
-    has one for the pair and the text is known, else its ``difficulty``."""
-    scores = [current.score(t) if t is not None and current.pair_ladder
-              else current.score_features(p.feats, p.shape)
-              for p, t in zip(labels.prompts, texts, strict=True)]
+    """The current classifier's ranking for a pair, one scale for all its prompts: its
+    own pair head's gain where it has one for the pair and can read every prompt (a head
+    on the embedding needs each prompt's text; traffic keeps it only with
+    ``logging.prompts``), else its ``difficulty``. Every prompt is scored from its sketch,
+    as the labels were read, whether or not its text was kept."""
+    scores = [current.score_features(p.feats, p.shape) for p in labels.prompts]
     difficulty = np.asarray([s.difficulty for s in scores])
+    every_text = all(t is not None for t in texts)
+    gains: list[dict[tuple[str, str], float]] | None = None
 
     def ranking(weak: str, strong: str) -> np.ndarray:
-        own = [None if s.pair_gains is None else s.pair_gains.get((weak, strong))
-               for s in scores]
-        return np.asarray([d if g is None else g for d, g in zip(difficulty, own, strict=True)])
+        nonlocal gains
+        reads = current.head_reads_text((weak, strong))
+        if reads is None or (reads and not every_text):
+            return difficulty
+        if gains is None:       # every pair's, once a prompt ("": a head that reads none)
+            gains = [current.pair_gains(t or "", s) for s, t in zip(scores, texts, strict=True)]
+        return np.asarray([g[(weak, strong)] for g in gains])
     return ranking
 
 

@@ -127,6 +127,10 @@ def test_with_few_labelled_prompts_learn_says_how_many_more_it_needs(tmp_path: P
     # the item-response refit alone: no ranking scored, no calibration, no say in the write
     assert pair.chosen is None and pair.calibration is None and pair.rankings == {}
     assert pair.head is not None and pair.head.kind == "irt" and pair.head.calib_x.size == 0
+    # So few that learn cannot even fit: it says why, and how many more it needs.
+    run = _learn(tmp_path, label_lines(n=2), "--out", str(tmp_path / "o"))
+    assert run.returncode == 2
+    assert "needs more labels: 2 labelled prompts, about 100 wanted (98 more)" in run.stderr
 
 
 def test_a_pair_whose_held_out_lead_is_not_clearly_positive_is_not_scored() -> None:
@@ -260,6 +264,32 @@ def test_heads_along_a_ladder_of_no_configured_model_cost_and_decide_nothing(
     features = asyncio.run(measure(chat, router.encodings, router.scorer(chat, caller)))
     assert features.score is not None and features.score.pair_gains is None
     assert model.score("Tell me one fact about the seal.").pair_gains is not None
+
+
+def test_before_ranks_a_pair_on_one_scale_however_much_text_was_kept(tmp_path: Path) -> None:
+    """"Before" is the current classifier's ranking whether or not the prompts' text was
+    logged: its item-response heads need none (the demo fleet's), so all, none or half
+    the text give the same ranking; a head on the embedding needs every prompt's, and
+    with half of them the whole pair is ranked by ``difficulty``, never half by each."""
+    from lab.learn_pairs import _before
+
+    lines = label_lines(("small", "medium"))
+    labels = parse_labels(lines)
+    texts = [json.loads(line)["prompt"] for line in lines[::2]]
+    half = [t if i % 2 else None for i, t in enumerate(texts)]
+    none: list[str | None] = [None] * len(texts)
+    demo = ComplexityModel.load(REPO / "classifiers" / "artifacts" / "demo_fleet.npz")
+    assert demo.head_reads_text(("small", "medium")) is False
+    rankings = [_before(demo, labels, t)("small", "medium") for t in (texts, half, none)]
+    assert np.array_equal(rankings[0], rankings[1]) and np.array_equal(rankings[0], rankings[2])
+    assert not np.array_equal(rankings[0], _before(demo, labels, texts)("medium", "large"))
+    out = tmp_path / "learned"
+    assert _learn(tmp_path, lines, "--out", str(out), "--force").returncode == 0
+    ridge = ComplexityModel.load(out)
+    assert ridge.head_reads_text(("small", "medium")) is True
+    difficulty = _before(ridge, labels, none)("small", "medium")
+    assert np.array_equal(_before(ridge, labels, half)("small", "medium"), difficulty)
+    assert not np.array_equal(_before(ridge, labels, texts)("small", "medium"), difficulty)
 
 
 def test_a_knn_head_keeps_a_bounded_draw_of_its_labels(monkeypatch: pytest.MonkeyPatch) -> None:
