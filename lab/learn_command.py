@@ -129,7 +129,6 @@ def _needs_more(n_prompts: int) -> str:
 
 def run_learn(args: argparse.Namespace) -> int:
     problem = _writable(args.out)
-    labels = None
     try:
         if problem is not None:
             raise ValueError(problem)
@@ -140,12 +139,15 @@ def run_learn(args: argparse.Namespace) -> int:
                              "needs one that answers better than another")
         ladder = _check_ladder(ladder, labels)
         model = ComplexityModel.load(start)
-        outcome = learn_with_pairs(model, labels, texts, ladder, seed=args.seed,
-                                   held_fraction=args.held_out)
+        try:
+            outcome = learn_with_pairs(model, labels, texts, ladder, seed=args.seed,
+                                       held_fraction=args.held_out)
+        except ValueError as exc:            # too few to fit at all: say how many more
+            if len(labels.prompts) < MIN_PROMPTS:
+                raise ValueError(f"{exc}; {_needs_more(len(labels.prompts))}") from None
+            raise
     except (OSError, LabelError, ConfigError, ValueError) as exc:   # ArtifactError too
         print(f"routegate learn: {exc}", file=sys.stderr)
-        if labels is not None and len(labels.prompts) < MIN_PROMPTS:
-            print(_needs_more(len(labels.prompts)), file=sys.stderr)
         return 2
     result = outcome.result
     print(report(result, model))
