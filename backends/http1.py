@@ -67,25 +67,35 @@ class ConnectionPool:
 
         A reused connection that the upstream had closed before answering a
         single byte (the keep-alive race) is retried once on another connection.
+        That retry's connection refused is the reset, not a ``ConnectError``: the request
+        was sent, and may have been read (a replica that died with it), so it must not
+        be placed on another replica as one that reached nothing.
         """
         head = b"%s %s HTTP/1.1\r\nhost: %s\r\ncontent-length: %d\r\n%s\r\n" % (
             method, path.encode("latin-1"), origin.host_header, len(body), headers)
         host = self._hosts.get(origin)
         if host is None:
             host = self._hosts[origin] = Host()
+        reset: ConnectionResetError | None = None     # the reused connection's, retried
         for _ in range(2):
             # The common case, an idle connection, without a coroutine call.
             conn = host.pop_idle(self._idle_s) if host.idle else None
             if conn is None:
-                conn = await self._acquire(origin, host, timeouts)
+                try:
+                    conn = await self._acquire(origin, host, timeouts)
+                except ConnectError:
+                    if reset is not None:
+                        raise reset from None
+                    raise
             reused = conn.requests > 0
             resp = conn.send(head, body)
             try:
                 assert conn.headers_ready is not None
                 await conn.headers_ready
                 return resp
-            except ConnectionResetError:
+            except ConnectionResetError as exc:
                 if reused and not resp.status and not resp._chunks:
+                    reset = exc
                     continue
                 raise
             except BaseException:

@@ -164,3 +164,73 @@ def test_a_dead_replica_costs_no_request_and_the_model_stays_up() -> None:
     assert served == [0] * 8
     assert in_flight == [0, 0]
     assert down[1] > down[0] == 0.0
+
+
+ANSWER = (b'{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,'
+          b'"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],'
+          b'"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}')
+OK = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (
+    len(ANSWER), ANSWER)
+
+
+def test_a_request_a_replica_took_before_dying_is_not_sent_to_another() -> None:
+    """Replica A answers a first request, reads the second on the same kept-alive
+    connection and dies (connection reset, listener closed). The transport's keep-alive
+    retry finds A refusing: the request may have been read, so it fails as the reset it
+    was, and is not placed on replica B as one that reached nothing."""
+    got: dict[str, int] = {"A": 0, "B": 0}
+
+    async def read(reader: asyncio.StreamReader) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        size = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:"))
+        await reader.readexactly(size)
+
+    async def scenario() -> list[str]:
+        servers: dict[str, asyncio.Server] = {}
+
+        async def a(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+                while True:
+                    await read(reader)
+                    got["A"] += 1
+                    if got["A"] > 1:                     # read it, then the process died
+                        servers["A"].close()
+                        writer.transport.abort()
+                        return
+                    writer.write(OK)
+                    await writer.drain()
+
+        async def b(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+                while True:
+                    await read(reader)
+                    got["B"] += 1
+                    writer.write(OK)
+                    await writer.drain()
+
+        servers["A"] = await asyncio.start_server(a, "127.0.0.1", 0)
+        servers["B"] = await asyncio.start_server(b, "127.0.0.1", 0)
+        urls = [f"http://127.0.0.1:{servers[n].sockets[0].getsockname()[1]}/v1" for n in "AB"]
+        backend = OpenAICompatBackend(ModelConfig(
+            name="m", backend="openai_compat", base_url=urls, upstream_model="default",
+            price=Price(input_per_mtok=1, output_per_mtok=1)))
+        outcomes = []
+        try:
+            for n in range(2):
+                call = UpstreamCall(f"r{n}", {"model": "default", "messages": convo(f"q{n}")},
+                                    5, replica=0)
+                try:
+                    await backend.complete(call)
+                    outcomes.append(f"answered by {call.replica}")
+                except Exception as exc:
+                    outcomes.append(type(exc).__name__)
+            assert backend.affinity.in_flight == [0, 0]
+        finally:
+            await backend.aclose()
+            servers["B"].close()
+        return outcomes
+
+    outcomes = asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert outcomes[0] == "answered by 0" and outcomes[1] != "answered by 1"
+    assert got == {"A": 2, "B": 0}
