@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import pytest
 from pydantic import ValidationError
 
@@ -30,6 +33,31 @@ def test_cost_rounds_half_up_once_per_request() -> None:
     assert cost_nanousd(0, 0, 3.0, 15.0) == 0
     with pytest.raises(ValueError):
         cost_nanousd(-1, 0, 1, 1)
+
+
+def _by_hand(parts: list[tuple[int, str]]) -> int:
+    """The bill worked out apart from the product: each part's tokens times its price
+    as written (USD per million tokens), in exact fractions, rounded half-up once."""
+    total = sum((Fraction(n) * Fraction(price) * 1000 for n, price in parts), Fraction(0))
+    return math.floor(total + Fraction(1, 2))
+
+
+@pytest.mark.parametrize("parts", [
+    # uncached, output, cached, written: llama.cpp's test prices, Anthropic's, and prices
+    # past nine decimals (the Decimal path)
+    [(5, "0.5"), (32, "1.0"), (633, "0.05"), (0, "0")],
+    [(18, "3.0"), (64, "15.0"), (1510, "0.3"), (0, "3.75")],
+    [(26, "3.0"), (14, "15.0"), (3014, "0.3"), (1500, "3.75")],
+    [(7, "0.1234567891"), (3, "0.9876543219"), (11, "0.0123456789"), (13, "1.2345678912")],
+])
+def test_cached_and_written_parts_cost_what_they_cost_by_hand(
+        parts: list[tuple[int, str]]) -> None:
+    """Every money test's expected bill is the product's own ``cost_nanousd``: this one
+    holds it to arithmetic done apart, cache reads and writes each at their own price."""
+    (i, pi), (o, po), (c, pc), (w, pw) = parts
+    assert cost_nanousd(i, o, float(pi), float(po), c, float(pc), w, float(pw)) == _by_hand(parts)
+    assert cost_nanousd(i + c + w, o, float(pi), float(po)) == _by_hand(
+        [(i + c + w, pi), (o, po)])
 
 
 def test_usd_conversions() -> None:
