@@ -168,10 +168,29 @@ class WarmPrefixes:
         if len(known) > self.max_per_team:
             known.popitem(last=False)
             self._size -= 1
-        while self._size > self.max_local:       # rare: many busy teams on one replica
+        if self._size > self.max_local:          # rare: many busy teams on one replica
+            self._shed()
+
+    def _shed(self) -> None:
+        """Back under ``max_local``, and a hundredth of it below, from the largest team:
+        one scan of the teams per that many entries, not per entry."""
+        while self._size > self.max_local:
             largest = max(self._known.values(), key=len)
-            largest.popitem(last=False)
-            self._size -= 1
+            for _ in range(min(len(largest), self._size - self.max_local
+                               + self.max_local // 100)):
+                largest.popitem(last=False)
+                self._size -= 1
+
+    def expire(self) -> None:
+        """Drop what was served longer than ``ttl_s`` ago (found lazily otherwise): each
+        team's least recently served first, as far as they are stale."""
+        cutoff = time.time() - self.ttl_s
+        for team, known in list(self._known.items()):
+            while known and next(iter(known.values())).at < cutoff:
+                known.popitem(last=False)
+                self._size -= 1
+            if not known:
+                del self._known[team]
 
     async def run(self, redis: Any, tag_of: Any, teams: Callable[[], frozenset[str]],
                   channel: str, subscriber: Any, origin: str) -> None:
@@ -217,6 +236,7 @@ class WarmPrefixes:
                     teams: Callable[[], frozenset[str]]) -> None:
         while True:
             await asyncio.sleep(POLL_S)
+            self.expire()
             try:
                 if names := sorted(teams()):
                     await self.read(redis, tag_of, names)

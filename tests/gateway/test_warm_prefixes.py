@@ -757,3 +757,14 @@ def test_a_replica_whose_clock_runs_ahead_hides_no_one_elses_entries() -> None:
             await client.aclose()
 
     assert asyncio.run(run()) == (True, True)
+
+
+def test_what_is_past_its_ttl_leaves_the_record_at_each_poll() -> None:
+    warm, now = WarmPrefixes(ttl_s=60), time.time()
+    for n in range(5):
+        warm.remember("old", prefix_chain(body(f"old {n}"))[-1], Warm("small", 0, 10, now - 61))
+    fresh = prefix_chain(body("fresh"))
+    warm.remember("t", fresh[-1], Warm("large", 0, 10, now))
+    warm.expire()
+    assert warm._size == 1 and set(warm._known) == {"t"}
+    assert warm.find("t", fresh) is not None
