@@ -42,6 +42,9 @@ def known_encodings() -> frozenset[str]:
     return frozenset(tiktoken.list_encoding_names())
 
 
+BREAKPOINT_MIN_TOKENS = 1024   # the least of Anthropic's minimums to cache a prefix
+
+
 class Price(Strict):
     # Capped so that a request's cost stays a sane nano-USD integer.
     input_per_mtok: float = Field(ge=0, le=1_000_000)
@@ -163,6 +166,10 @@ class ModelConfig(Strict):
     # breakpoints: up to the request's cache_control marks, none without (Anthropic,
     # Bedrock); none. auto: by backend (a simulated model: its simulate.prefix_cache).
     prefix_cache: Literal["auto", "automatic", "breakpoints", "none"] = "auto"
+    # A breakpoint cache keeps nothing shorter than this many tokens (Anthropic's minimum by
+    # model: 1,024 for Sonnet 4.5 and Opus 4.1; 2,048 for Sonnet 4.6 and the Haiku 3s;
+    # 4,096 for Haiku 4.5 and Opus 4.5). None: 1,024 for a breakpoint cache, else 0.
+    prefix_cache_min_tokens: int | None = Field(default=None, ge=0, le=1 << 20)
 
     @field_validator("base_url")
     @classmethod
@@ -200,6 +207,13 @@ class ModelConfig(Strict):
         if lm is not None and lm.format != "none" and not lm.url and not self.base_url:
             raise ValueError("load_metrics needs a url (or the model a base_url)")
         return self
+
+    @property
+    def cache_min_tokens(self) -> int:
+        """``prefix_cache_min_tokens`` resolved: the shortest prefix its cache keeps."""
+        if self.prefix_cache_min_tokens is not None:
+            return self.prefix_cache_min_tokens
+        return BREAKPOINT_MIN_TOKENS if self.prefix_cache_kind == "breakpoints" else 0
 
     @property
     def prefix_cache_kind(self) -> str:
@@ -288,10 +302,12 @@ class ModelFacts:
     simulate: SimulateConfig | None
     first_byte_s: float         # timeouts.first_byte_s
     prefix_cache: str           # prefix_cache_kind: automatic | breakpoints | none
+    cache_min_tokens: int       # the shortest prefix its cache keeps
 
     @classmethod
     def of(cls, m: ModelConfig) -> ModelFacts:
         return cls(m, m.name, m.kind, m.backend, m.tokenizer, m.context_window,
                    m.max_output_tokens, tuple(m.pools), m.ability, m.family, m.wire_model,
                    m.output_cap_param, m.energy_j_per_token, Rates.of(m.price),
-                   m.simulate, m.timeouts.first_byte_s, m.prefix_cache_kind)
+                   m.simulate, m.timeouts.first_byte_s, m.prefix_cache_kind,
+                   m.cache_min_tokens)

@@ -131,9 +131,12 @@ class RequestFeatures:
         what this request marks there."""
         if model.prefix_cache != "breakpoints":
             return True, True
-        if self.native_kept is not None and model.backend == "anthropic":
-            return self.native_kept
-        return self.kept
+        whole, head = (self.native_kept if self.native_kept is not None
+                       and model.backend == "anthropic" else self.kept)
+        least = model.cache_min_tokens       # a shorter prefix is written to no cache
+        return (whole and self.prompt_tokens(model.tokenizer) >= least,
+                head and self.head is not None
+                and self.head[1].get(model.tokenizer, 0) >= least)
 
     def written_tokens(self, model: ModelFacts, cached: int) -> int:
         """The prompt tokens ``model``'s upstream will write to its cache, billed at the

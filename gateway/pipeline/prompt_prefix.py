@@ -76,15 +76,31 @@ def has_breakpoints(body: dict[str, Any]) -> bool:
 def kept_at_breakpoints(body: dict[str, Any], k: int) -> tuple[bool, bool]:
     """What an upstream that caches only at breakpoints keeps of this prompt once it has
     served it: (the whole prompt: a breakpoint on its last message, or at the top level,
-    Anthropic's automatic placement at the end; its head: a breakpoint on its tools, its
-    system blocks, or its first ``k`` messages). A breakpoint anywhere else keeps a prefix
-    this record does not name: neither is counted on."""
+    Anthropic's automatic placement at the end; its head: a breakpoint at the head's end,
+    on its last system block, or on the last of its first ``k`` messages). A breakpoint
+    anywhere else (the tools alone, an earlier block) keeps a prefix this record does not
+    name: neither is counted on."""
     messages = body.get("messages")
     messages = messages if isinstance(messages, list) else []
-    end = "cache_control" in body or (bool(messages) and has_breakpoints({"messages": messages[-1:]}))
-    head = has_breakpoints({"system": body.get("system"), "tools": body.get("tools"),
-                            "messages": messages[:k]})
+    end = "cache_control" in body or (bool(messages) and _ends_marked(messages[-1]))
+    if k:
+        head = 0 < k <= len(messages) and _ends_marked(messages[k - 1])
+    else:                                 # the door's own body: the system is apart
+        system = body.get("system")
+        head = isinstance(system, list) and bool(system) and _ends_marked(system[-1])
     return end, head
+
+
+def _ends_marked(item: Any) -> bool:
+    """Whether a message (or a system block) carries a breakpoint at its end: on itself,
+    or on its last content part."""
+    if not isinstance(item, dict):
+        return False
+    if "cache_control" in item:
+        return True
+    content = item.get("content")
+    return (isinstance(content, list) and bool(content) and isinstance(content[-1], dict)
+            and "cache_control" in content[-1])
 
 
 def _read_as(message: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from tests.support import TEST_KEY, Gateway, hashed, run_gateway
 
 KEY_ENV = "ROUTEGATE_TEST_ANTHROPIC_KEY"
 MARK = {"cache_control": {"type": "ephemeral"}}
+DEAR_KEY = "sk-breakpoint-dear"     # a team of claude-dear ($1.00, reads $0.10, writes $1.25)
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +39,14 @@ def gateway(anthropic_server: AnthropicServer) -> Iterator[Gateway]:
              "context_window": 200_000, "max_output_tokens": 512,
              "simulate": {"tpot_ms": 1, "prefill_tokens_per_s": 1_000_000, "seed": 7,
                           "output_tokens_mean": 8, "prefix_cache": False}}
-    config = {"models": [claude, plain],
-              "teams": [{"name": "test", "keys": [hashed(TEST_KEY)], "quality": 0.1}],
+    dear = {**claude, "name": "claude-dear",
+            "price": {"input_per_mtok": 1.0, "output_per_mtok": 2.0,
+                      "cached_input_per_mtok": 0.1, "cache_write_per_mtok": 1.25}}
+    config = {"models": [claude, plain, dear],
+              "teams": [{"name": "test", "keys": [hashed(TEST_KEY)], "quality": 0.1,
+                         "allowed_models": ["claude", "plain"]},
+                        {"name": "dear", "keys": [hashed(DEAR_KEY)], "quality": 0.1,
+                         "allowed_models": ["claude-dear", "plain"]}],
               "routing": {"auto_policy": "quality"},
               "redis_url": "redis://127.0.0.1:6379/0", "metrics": {"enabled": False},
               "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
@@ -54,11 +61,12 @@ def text(words: str, marked: bool) -> list[dict[str, Any]]:
 
 
 def ask(gw: Gateway, model: str, system: list[dict[str, Any]],
-        messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+        messages: list[dict[str, Any]], key: str = TEST_KEY,
+        **extra: Any) -> tuple[str, dict[str, Any]]:
     r = httpx.post(gw.url + "/v1/messages", timeout=60,
-                   headers={"x-api-key": TEST_KEY, "anthropic-version": "2023-06-01"},
+                   headers={"x-api-key": key, "anthropic-version": "2023-06-01"},
                    json={"model": model, "system": system, "messages": messages,
-                         "max_tokens": 16})
+                         "max_tokens": 16, **extra})
     r.raise_for_status()
     return r.headers["x-routegate-model"], r.json()["usage"]
 
@@ -102,3 +110,31 @@ def test_a_marked_prompt_is_priced_at_the_write_it_costs(gateway: Gateway, marke
     model, _ = ask(gateway, "auto", text(rules, False),
                        [{"role": "user", "content": text("First task.", marked)}])
     assert model == served
+
+
+def test_a_marked_prompt_too_short_to_cache_costs_the_input_price(gateway: Gateway) -> None:
+    """Under the breakpoint cache's minimum (1,024 tokens here, as the test server and
+    Sonnet keep) a marked prompt is written to no cache: it costs claude's input price,
+    the cheaper, and the server says it wrote nothing."""
+    model, usage = ask(gateway, "auto", text("Be brief. " * 100, False),
+                       [{"role": "user", "content": text("First task.", True)}])
+    assert model == "claude"
+    assert usage["cache_creation_input_tokens"] == 0
+
+
+def test_a_breakpoint_on_the_tools_alone_keeps_no_head(gateway: Gateway) -> None:
+    """A session marks only its tools: the cache keeps the tools, not the system prompt
+    after them. Another session with that head is not priced as if the whole head were
+    warm on claude-dear ($1.00 a Mtok against plain's $0.90)."""
+    rng = random.Random("tools-only")
+    words = ["tool", "schema", "field", "value"]
+    tools = [{"name": f"tool_{n}", "description": " ".join(rng.choice(words) for _ in range(300)),
+              "input_schema": {"type": "object", "properties": {"x": {"type": "string"}}},
+              **(MARK if n == 4 else {})} for n in range(5)]
+    system = text("system rules. " + " ".join(rng.choice(words) for _ in range(4000)), False)
+    first, _ = ask(gateway, "auto:0.9", system, [{"role": "user", "content": text("One.", False)}],
+                   key=DEAR_KEY, tools=tools)
+    assert first == "claude-dear"
+    second, _ = ask(gateway, "auto", system, [{"role": "user", "content": text("Two.", False)}],
+                    key=DEAR_KEY, tools=tools)
+    assert second == "plain"
