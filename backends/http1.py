@@ -154,22 +154,26 @@ class ConnectionPool:
             if self._ssl is None:
                 self._ssl = ssl.create_default_context()
             ssl_context = self._ssl
-        async with asyncio.timeout(timeout):
-            try:
-                addresses = await self._dns.resolve(origin.host, origin.port)
-            except OSError as exc:
-                raise ConnectError(f"cannot resolve the upstream: {type(exc).__name__}") from exc
-            error: OSError | None = None
-            for address in addresses:
+        try:
+            async with asyncio.timeout(timeout):
                 try:
-                    _, conn = await loop.create_connection(
-                        lambda: Connection(self.config, host), address, origin.port, ssl=ssl_context,
-                        server_hostname=origin.host if ssl_context else None)
-                    return conn
+                    addresses = await self._dns.resolve(origin.host, origin.port)
                 except OSError as exc:
-                    error = exc
-            self._dns.forget(origin.host, origin.port)   # maybe stale: ask again next time
-            raise ConnectError(f"cannot connect: {type(error).__name__}") from error
+                    raise ConnectError(f"cannot resolve the upstream: {type(exc).__name__}") from exc
+                error: OSError | None = None
+                for address in addresses:
+                    try:
+                        _, conn = await loop.create_connection(
+                            lambda: Connection(self.config, host), address, origin.port, ssl=ssl_context,
+                            server_hostname=origin.host if ssl_context else None)
+                        return conn
+                    except OSError as exc:
+                        error = exc
+                self._dns.forget(origin.host, origin.port)   # maybe stale: ask again next time
+                raise ConnectError(f"cannot connect: {type(error).__name__}") from error
+        except TimeoutError:     # this connect's own deadline: no answer (a replica gone
+            # off the network drops the handshake rather than refusing it)
+            raise ConnectError(f"cannot connect within {timeout:g} s") from None
 
     async def aclose(self) -> None:
         self.close()

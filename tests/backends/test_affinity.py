@@ -234,3 +234,55 @@ def test_a_request_a_replica_took_before_dying_is_not_sent_to_another() -> None:
     outcomes = asyncio.run(asyncio.wait_for(scenario(), 30))
     assert outcomes[0] == "answered by 0" and outcomes[1] != "answered by 1"
     assert got == {"A": 2, "B": 0}
+
+
+def test_a_replica_gone_off_the_network_is_passed_over_after_its_connect_timeout() -> None:
+    """A replica that drops the handshake (its accept queue full here, as a host gone off
+    the network drops it) is no answer within connect_s: the call goes to the other
+    replica, and the silent one is marked down like one that refuses."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(0)
+    port = silent.getsockname()[1]
+    fillers = []
+    for _ in range(3):                     # fill its accept queue: further SYNs are dropped
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+
+    async def scenario() -> tuple[int | None, float]:
+        async def ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    size = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                                if line.lower().startswith(b"content-length:"))
+                    await reader.readexactly(size)
+                    writer.write(OK)
+                    await writer.drain()
+
+        server = await asyncio.start_server(ok, "127.0.0.1", 0)
+        live = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+        backend = OpenAICompatBackend(ModelConfig(
+            name="m", backend="openai_compat", base_url=[f"http://127.0.0.1:{port}/v1", live],
+            upstream_model="default", timeouts={"connect_s": 0.5},  # type: ignore[arg-type]
+            price=Price(input_per_mtok=1, output_per_mtok=1)))
+        try:
+            call = UpstreamCall("r", {"model": "default", "messages": convo("q")}, 5, replica=0)
+            await backend.complete(call)
+            assert backend.affinity.in_flight == [0, 0]
+            return call.replica, backend.affinity.down_until[0]
+        finally:
+            await backend.aclose()
+            server.close()
+
+    try:
+        replica, down = asyncio.run(asyncio.wait_for(scenario(), 30))
+    finally:
+        for sock in (silent, *fillers):
+            sock.close()
+    assert replica == 1 and down > 0
