@@ -288,6 +288,15 @@ def test_a_bad_cache_figure_is_flagged_and_the_client_sees_the_bill(
     assert served(gw, door, scenario, stream, (*split, 10)) == anomaly
 
 
+@pytest.mark.parametrize("door", ["chat", "completions", "responses", "messages"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_cached_tokens_are_shown_and_billed_exactly_on_every_door(
+        gw: Gateway, door: str, stream: bool) -> None:
+    """An OpenAI-style upstream's cached tokens (its usage in a chunk of its own when it
+    streams), billed at the cached price and shown in each door's own shape."""
+    assert served(gw, door, "o_plain", stream, (1000, 800, 0, 10)) is None
+
+
 @pytest.mark.parametrize("door", ["responses", "messages"])
 def test_usage_in_the_finish_chunk_is_what_every_door_shows_and_bills(
         gw: Gateway, door: str) -> None:
