@@ -24,8 +24,8 @@ where a session with that head was served. A head is kept once per model that
 served it (``head_key``): the sessions of one agent go to different models by
 what their tasks need, and each of those models still caches the head.
 
-The record is kept in this replica's memory (bounded, least recently used
-first out, ``ttl_s`` near the upstream's cache lifetime) and shared through
+The record is kept in this replica's memory (``warm_record.py``: bounded per team,
+least recently used first out, ``ttl_s`` near the upstream's cache lifetime) and shared through
 Redis off the request path, so that a session whose turns land on different
 gateway replicas still finds its warm model:
 
@@ -51,19 +51,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 from redis.asyncio import RedisCluster
 
+from gateway.pipeline.warm_record import (
+    MAX_LOCAL,
+    MAX_PER_TEAM,
+    MIN_SHARED_TOKENS,
+    Warm,
+    WarmRecord,
+    head_key,
+)
+
 log = logging.getLogger("routegate.warm")
 
-MAX_LOCAL = 100_000        # prefixes this replica remembers, all teams
-MIN_SHARED_TOKENS = 512    # a head shorter than this is not remembered on its own
-MAX_PER_TEAM = 20_000      # prefixes Redis keeps per team
 PUSH_EVERY_S = 0.05        # at most one write-and-publish per this: a busy replica's batch
 POLL_S = 2.0               # the catch-up read and the trim
 # An entry is stamped with when it was served and reaches Redis a push later (replicas'
@@ -78,119 +82,22 @@ RETRY_S = 1.0              # a lost subscription is taken up again after this
 _ANY_NODE = {"target_nodes": RedisCluster.RANDOM}
 
 
-@dataclass(frozen=True, slots=True)
-class Warm:
-    model: str
-    replica: int
-    tokens: int            # the prompt tokens that request had: what the upstream caches
-    at: float = 0.0        # when it was served (wall clock)
+class WarmPrefixes(WarmRecord):
+    """The record (``warm_record.py``), shared with the other replicas through Redis."""
 
-
-class WarmPrefixes:
     def __init__(self, ttl_s: float, max_local: int = MAX_LOCAL,
                  max_per_team: int = MAX_PER_TEAM) -> None:
-        self.ttl_s = ttl_s
-        self.max_local = max_local
-        self.max_per_team = max_per_team
-        # Per team, least recently served first: a busy team's entries push out its own
-        # oldest, never another team's (past max_local in all, the largest team's go).
-        self._known: dict[str, OrderedDict[bytes, Warm]] = {}
-        self._size = 0
+        super().__init__(ttl_s, max_local, max_per_team)
         self._pending: dict[str, dict[bytes, Warm]] = {}    # team -> to write and publish
         self._unwritten: dict[str, dict[bytes, Warm]] = {}  # a failed write's: to write again
         self._seen_at: dict[str, float] = {}                 # team -> newest read from Redis
         self._written: set[str] = set()                      # teams to trim at the next poll
         self._wake = asyncio.Event()                         # something is pending
 
-    def find(self, team: str, chain: list[bytes]) -> Warm | None:
-        """The longest prefix of ``chain`` served within ``ttl_s``, if any."""
-        known = self._known.get(team)
-        if not known:
-            return None
-        cutoff = time.time() - self.ttl_s
-        for h in reversed(chain):
-            warm = known.get(h)
-            if warm is not None:
-                if warm.at >= cutoff:
-                    return warm
-                del known[h]
-                self._size -= 1
-        return None
-
-    def by_model(self, team: str, chain: list[bytes], head: bytes | None = None,
-                 models: Iterable[str] = ()) -> dict[str, Warm]:
-        """Each model's longest prefix of ``chain`` served within ``ttl_s``: a session that
-        moved from one model to another and back finds the first still holding the turns
-        it served (its upstream's cache keeps them while they are read). ``head``: the
-        chain's hash at its head, looked up for each of ``models`` that served it."""
-        out: dict[str, Warm] = {}
-        known = self._known.get(team)
-        if not known:
-            return out
-        cutoff = time.time() - self.ttl_s
-        for h in reversed(chain):
-            warm = known.get(h)
-            if warm is not None and warm.at >= cutoff and warm.model not in out:
-                out[warm.model] = warm
-        if head is not None:
-            for model in models:
-                warm = known.get(head_key(head, model))
-                if warm is not None and warm.at >= cutoff and (
-                        model not in out or out[model].tokens < warm.tokens):
-                    out[model] = warm
-        return out
-
-    def served(self, team: str, chain: list[bytes], head: tuple[bytes, dict[str, int]] | None,
-               warm: Warm, encoding: str, whole: bool = True) -> None:
-        """``warm``'s model served the prompt ``chain`` hashes: it holds the whole prompt
-        (unless not ``whole``: an upstream that caches at breakpoints, where the prompt
-        marked none at its end), and its ``head`` (the head's hash and tokens per
-        encoding) when that is ``MIN_SHARED_TOKENS`` or more in its model's ``encoding``."""
-        if whole:
-            self.remember(team, chain[-1], warm)
-        if head is not None and (tokens := head[1].get(encoding, 0)) >= MIN_SHARED_TOKENS:
-            self.remember(team, head_key(head[0], warm.model),
-                          Warm(warm.model, warm.replica, tokens, warm.at))
-
     def remember(self, team: str, last: bytes, warm: Warm) -> None:
-        """``last``: the served request's whole prompt (its chain's last hash)."""
-        self._put(team, last, warm)
+        super().remember(team, last, warm)
         self._pending.setdefault(team, {})[last] = warm
         self._wake.set()
-
-    def _put(self, team: str, h: bytes, warm: Warm) -> None:
-        known = self._known.get(team)
-        if known is None:
-            known = self._known[team] = OrderedDict()
-        self._size += h not in known
-        known[h] = warm
-        known.move_to_end(h)
-        if len(known) > self.max_per_team:
-            known.popitem(last=False)
-            self._size -= 1
-        if self._size > self.max_local:          # rare: many busy teams on one replica
-            self._shed()
-
-    def _shed(self) -> None:
-        """Back under ``max_local``, and a hundredth of it below, from the largest team:
-        one scan of the teams per that many entries, not per entry."""
-        while self._size > self.max_local:
-            largest = max(self._known.values(), key=len)
-            for _ in range(min(len(largest), self._size - self.max_local
-                               + self.max_local // 100)):
-                largest.popitem(last=False)
-                self._size -= 1
-
-    def expire(self) -> None:
-        """Drop what was served longer than ``ttl_s`` ago (found lazily otherwise): each
-        team's least recently served first, as far as they are stale."""
-        cutoff = time.time() - self.ttl_s
-        for team, known in list(self._known.items()):
-            while known and next(iter(known.values())).at < cutoff:
-                known.popitem(last=False)
-                self._size -= 1
-            if not known:
-                del self._known[team]
 
     async def run(self, redis: Any, tag_of: Any, teams: Callable[[], frozenset[str]],
                   channel: str, subscriber: Any, origin: str) -> None:
@@ -339,13 +246,6 @@ class WarmPrefixes:
                 if warm is not None and warm.at >= now - self.ttl_s:
                     self._put(team, h if isinstance(h, bytes) else h.encode("latin-1"), warm)
 
-    def _knows(self, team: str, h: Any, at: float) -> bool:
-        """Whether the record already holds ``h`` as served at ``at`` or later."""
-        key = h if isinstance(h, bytes) else str(h).encode("latin-1")
-        known = self._known.get(team)
-        warm = known.get(key) if known else None
-        return warm is not None and warm.at >= at
-
     async def trim(self, redis: Any, tag_of: Any) -> None:
         """Keep the record of each team written since the last trim within ``ttl_s`` and
         ``MAX_PER_TEAM`` entries."""
@@ -367,12 +267,6 @@ class WarmPrefixes:
                     pipe.zrem(f"{tag}:warm:at", *gone)
                     pipe.hdel(f"{tag}:warm", *gone)
             await pipe.execute()
-
-
-def head_key(h: bytes, model: str) -> bytes:
-    """A shared head's key in the record, one per model that served it: its chain hash
-    and the model's name (a chain's hashes are 16 bytes, so these are never one)."""
-    return h + model.encode()
 
 
 def _merged(old: dict[str, dict[bytes, Warm]], new: dict[str, dict[bytes, Warm]],
@@ -399,3 +293,6 @@ def _parse(raw: Any) -> Warm | None:
         return Warm(model, int(replica), int(tokens), float(at))
     except ValueError:
         return None
+
+
+__all__ = ["MIN_SHARED_TOKENS", "MAX_PER_TEAM", "Warm", "WarmPrefixes", "head_key"]
