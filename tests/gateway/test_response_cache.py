@@ -28,6 +28,7 @@ import redis
 import redis.asyncio as aioredis
 import yaml
 
+from budget.nanousd import cost_nanousd
 from gateway.bulk import QuotaStore
 from tests.providers.anthropic_server import ANTHROPIC_KEY, AnthropicServer, run_anthropic_server
 from tests.support import OTHER_KEY, TEST_KEY, Gateway, hashed, run_gateway, run_simulator, sim_model
@@ -127,6 +128,32 @@ def test_a_hit_streams_in_the_doors_shape_and_is_billed_its_fraction(gw: Gateway
     assert upstream_calls(sim) == calls
     assert [b.model_dump() for b in replayed.content] == [b.model_dump() for b in original.content]
     assert spent(gw, OTHER_KEY) == cost + round(cost * 0.5)     # half of what the first cost
+
+
+def test_a_hit_on_the_responses_door_is_billed_its_fraction_of_what_the_upstream_counted(
+        gw: Gateway, sim: str) -> None:
+    """The original billed what the simulator counted it received and generated, at the
+    model's prices; the hit, nothing upstream and half of that. (Legacy completions are
+    not cached: no header says so either way.)"""
+    client = openai.OpenAI(base_url=gw.base_url, api_key=OTHER_KEY, max_retries=0)
+
+    def ask() -> Any:
+        return client.responses.with_raw_response.create(
+            model="m", input="Name the capital of Chile.", temperature=0,
+            max_output_tokens=12, store=False)
+
+    before, seen = spent(gw, OTHER_KEY), upstream_calls(sim)
+    assert ask().headers["x-routegate-cache"] == "miss"
+    [row] = httpx.get(sim.removesuffix("/v1") + "/sim/requests").json()[seen:]
+    counted = cost_nanousd(row["prompt_tokens"], row["completion_tokens"], 1.0, 2.0)
+    assert spent(gw, OTHER_KEY) - before == counted > 0
+    time.sleep(0.5)                              # the miss is stored after its answer
+    assert ask().headers["x-routegate-cache"] == "hit"
+    assert upstream_calls(sim) == seen + 1
+    assert spent(gw, OTHER_KEY) - before == counted + round(counted * 0.5)
+    legacy = client.completions.with_raw_response.create(
+        model="m", prompt="Name the capital of Chile.", temperature=0, max_tokens=12)
+    assert "x-routegate-cache" not in legacy.headers
 
 
 def test_cache_control_skips_the_lookup_or_the_write(gw: Gateway, sim: str) -> None:
