@@ -73,8 +73,10 @@ class JournalEntry:
     # When a stable id was settled (ms, wall clock): a later run's bill replaces
     # an earlier one, never the reverse (0: older lines, which replace nothing).
     at_ms: int = 0
-    # Of input_tokens, those read from a prompt cache (0: older lines).
+    # Of input_tokens, those read from a prompt cache, and those written to it
+    # (0: older lines).
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def to_line(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode() + b"\n"

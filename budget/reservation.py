@@ -40,7 +40,8 @@ class Reservation:
     progress: Callable[[], Progress | None] | None = None
 
     def journal_entry(self, input_tokens: int, output_tokens: int, cost: int,
-                      model: str | None = None, cached_tokens: int = 0) -> JournalEntry:
+                      model: str | None = None, cached_tokens: int = 0,
+                      cache_write_tokens: int = 0) -> JournalEntry:
         return JournalEntry(
             request_id=self.request_id,
             team=self.team,
@@ -55,4 +56,5 @@ class Reservation:
             stable=self.stable,
             at_ms=time.time_ns() // 1_000_000 if self.stable else 0,
             cached_tokens=cached_tokens,
+            cache_write_tokens=cache_write_tokens,
         )

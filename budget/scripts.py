@@ -220,6 +220,7 @@ class BudgetScripts:
         stable: bool = False,
         at_ms: int = 0,
         cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
     ) -> asyncio.Future[SettleReply]:
         """Settle one request; the future has its reply, or the batch call's error.
         A ``stable`` id stays settled for ``stable_id_ttl_s``, on any day; settled
@@ -231,7 +232,7 @@ class BudgetScripts:
                                [DAY_TTL_S, MONTH_TTL_S, LEDGER_TTL_S, SETTLED_TTL_S,
                                 self._stable_ttl_s], SettleReply.parse_batch, SETTLE_WINDOW_S)
         batch.args += (request_id, key_id or "", model, input_tokens, output_tokens, cost,
-                       1 if stable else 0, at_ms, cached_tokens)
+                       1 if stable else 0, at_ms, cached_tokens, cache_write_tokens)
         return batch.join()
 
     async def renew(self, team: str, holds: list[tuple[str, str]]) -> int:

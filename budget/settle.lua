@@ -17,9 +17,10 @@
 --       6 T:rl:<minute>  7 T:ledger:<day>  8 T:settled:<day>  9 T:once
 --       10 T:once:bill
 -- ARGV: 1 day ttl  2 month ttl  3 ledger ttl  4 settled ttl  5 stable id ttl
---       (all in s), then nine per request: request id, key id ('' = none),
+--       (all in s), then ten per request: request id, key id ('' = none),
 --       model, input tokens, output tokens, cost (nano-USD), stable (1|0),
---       settled at (ms, the gateway's clock; 0 unless stable), cached input tokens
+--       settled at (ms, the gateway's clock; 0 unless stable), input tokens read
+--       from a prompt cache, input tokens written to it
 --       (model '' = only release the request's hold, if any)
 -- Reply: {team d m r, then per request
 --         'settled'|'unreserved'|'duplicate'|'released'|'rebilled'}
@@ -60,7 +61,7 @@ local function settled_before(rid, stable)
 end
 
 -- Add one bill (or, with sign = negate, take it back) to a day's windows and ledger.
-local function charge(day, key, model, input, output, cost, requests, sign, cached)
+local function charge(day, key, model, input, output, cost, requests, sign, cached, written)
   local d, m, l = KEYS[4], KEYS[5], KEYS[7]
   if day ~= today then
     d, l = tag .. ':d:' .. day, tag .. ':ledger:' .. day
@@ -79,15 +80,19 @@ local function charge(day, key, model, input, output, cost, requests, sign, cach
   if cached and cached ~= '0' and cached ~= '' then
     later(l, model .. '|cached_tokens', sign(cached))
   end
+  if written and written ~= '0' and written ~= '' then
+    later(l, model .. '|cache_write_tokens', sign(written))
+  end
 end
 
 local function same(amount) return amount end
 
-local function mark_settled(rid, key, model, input, output, cost, stable, at, cached)
+local function mark_settled(rid, key, model, input, output, cost, stable, at, cached, written)
   if stable == '1' then
     redis.call('ZADD', KEYS[9], now + once_ttl_ms, rid)
     redis.call('PEXPIRE', KEYS[9], once_ttl_ms)
-    redis.call('HSET', KEYS[10], rid, table.concat({at, today, key, model, input, output, cost, cached or '0'}, '|'))
+    redis.call('HSET', KEYS[10], rid, table.concat({at, today, key, model, input, output, cost, cached or '0',
+                                                written or '0'}, '|'))
     redis.call('PEXPIRE', KEYS[10], once_ttl_ms)
   else
     redis.call('SADD', KEYS[8], rid)
@@ -95,21 +100,21 @@ local function mark_settled(rid, key, model, input, output, cost, stable, at, ca
 end
 
 -- A stable id settled before: bill this run instead if it is the later one.
-local function rebill(rid, key, model, input, output, cost, at, cached)
+local function rebill(rid, key, model, input, output, cost, at, cached, written)
   local kept = redis.call('HGET', KEYS[10], rid)
   if not kept then return false end          -- settled before bills were kept
   local p = {}
   for part in string.gmatch(kept .. '|', '([^|]*)|') do p[#p + 1] = part end
   if tonumber(at) <= tonumber(p[1]) then return false end
   if p[2] == today or redis.call('EXISTS', tag .. ':d:' .. p[2]) == 1 then
-    charge(p[2], p[3], p[4], p[5], p[6], p[7], '-1', negate, p[8] or '0')
+    charge(p[2], p[3], p[4], p[5], p[6], p[7], '-1', negate, p[8] or '0', p[9] or '0')
   end
-  charge(today, key, model, input, output, cost, '1', same, cached)
-  mark_settled(rid, key, model, input, output, cost, '1', at, cached)
+  charge(today, key, model, input, output, cost, '1', same, cached, written)
+  mark_settled(rid, key, model, input, output, cost, '1', at, cached, written)
   return true
 end
 
-local function settle_one(rid, key, model, input, output, cost, stable, at, cached)
+local function settle_one(rid, key, model, input, output, cost, stable, at, cached, written)
   if model == '' then
     -- Release only: a reserve whose reply the gateway never got, for a
     -- request it then refused. Nothing is billed or counted.
@@ -120,7 +125,7 @@ local function settle_one(rid, key, model, input, output, cost, stable, at, cach
     -- A reserve retried after its settle left a stray hold: release it now
     -- rather than at its expiry. Nothing is billed twice.
     local r = take_reservation(rid, later)
-    if stable == '1' and rebill(rid, key, model, input, output, cost, at, cached) then
+    if stable == '1' and rebill(rid, key, model, input, output, cost, at, cached, written) then
       if r then correct_tokens(r, input, output) end
       return 'rebilled'
     end
@@ -132,17 +137,17 @@ local function settle_one(rid, key, model, input, output, cost, stable, at, cach
     state = 'settled'
     correct_tokens(r, input, output)
   end
-  charge(today, key, model, input, output, cost, '1', same, cached)
-  mark_settled(rid, key, model, input, output, cost, stable, at, cached)
+  charge(today, key, model, input, output, cost, '1', same, cached, written)
+  mark_settled(rid, key, model, input, output, cost, stable, at, cached, written)
   return state
 end
 
 purge_expired(now)
 local states = {}
 local billed = false
-for i = 6, #ARGV, 9 do
+for i = 6, #ARGV, 10 do
   local state = settle_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
-                           ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8])
+                           ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9])
   billed = billed or state == 'settled' or state == 'unreserved' or state == 'rebilled'
   states[#states + 1] = state
 end

@@ -204,9 +204,11 @@ class BudgetStore(AdminCalls):
         cost_nanousd: int,
         model: str | None = None,
         cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
     ) -> asyncio.Future[None]:
         """Bill the real cost and release the rest. Never raises.
-        ``cached_tokens``: of ``input_tokens``, those read from a prompt cache (ledger).
+        ``cached_tokens``, ``cache_write_tokens``: of ``input_tokens``, those read
+        from a prompt cache and those written to it (ledger).
 
         ``model`` is the model that answered, for the ledger (a fallback's
         answer is not filed under the first choice); default the reserved one.
@@ -231,7 +233,8 @@ class BudgetStore(AdminCalls):
                       res.request_id, cost_nanousd, min(max(cost_nanousd, 0), MAX_SETTLE_NANOUSD))
             cost_nanousd = min(max(cost_nanousd, 0), MAX_SETTLE_NANOUSD)
         entry = res.journal_entry(input_tokens, output_tokens, cost_nanousd,
-                                  res.model if model is None else model, cached_tokens)
+                                  res.model if model is None else model, cached_tokens,
+                                  cache_write_tokens)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self._suspect_down():
             self._journal_then(entry, done)
@@ -273,7 +276,8 @@ class BudgetStore(AdminCalls):
             windows=Windows(entry.day, entry.month, entry.minute), key_id=entry.key_id,
             model=entry.model, input_tokens=entry.input_tokens,
             output_tokens=entry.output_tokens, cost=entry.cost_nanousd, stable=entry.stable,
-            at_ms=entry.at_ms, cached_tokens=entry.cached_tokens)
+            at_ms=entry.at_ms, cached_tokens=entry.cached_tokens,
+            cache_write_tokens=entry.cache_write_tokens)
 
     async def _apply(self, entry: JournalEntry) -> None:
         """Settle one journalled entry now; raises what Redis raised (journal replay)."""

@@ -5,8 +5,9 @@
  "remaining_today_usd": 48.73, "remaining_month_usd": ...,
  "limits": {...effective...}, "override": {...} | None, "soft_limited": false,
  "keys": {"ci": {"spent_today_usd": ..., "spent_month_usd": ..., "reserved_usd": ...}},
- "ledger": [{"day", "model", "requests", "input_tokens", "cached_tokens" (of the input,
-             read from a prompt cache), "output_tokens", "cost_usd", "cost_nanousd"}, ...]}
+ "ledger": [{"day", "model", "requests", "input_tokens", "cached_tokens" and
+             "cache_write_tokens" (of the input, read from a prompt cache and written
+             to it), "output_tokens", "cost_usd", "cost_nanousd"}, ...]}
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from budget.scripts import (
 )
 from core.budget_config import Limits
 
-_LEDGER_COUNTS = ("requests", "input_tokens", "cached_tokens", "output_tokens", "cost_nanousd")
+_LEDGER_COUNTS = ("requests", "input_tokens", "cached_tokens", "cache_write_tokens",
+                  "output_tokens", "cost_nanousd")
 
 
 def _decode(raw: dict[Any, Any]) -> dict[str, int]:

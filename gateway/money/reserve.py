@@ -93,4 +93,5 @@ def settle_budget(store: BudgetStore, reservation: Reservation, model: ModelFact
                             model=RELEASE_ONLY)
     return store.settle(reservation, input_tokens=usage.prompt_tokens,
                         output_tokens=usage.completion_tokens, cost_nanousd=cost,
-                        model=model.name if model else None, cached_tokens=usage.cached_tokens)
+                        model=model.name if model else None, cached_tokens=usage.cached_tokens,
+                        cache_write_tokens=usage.cache_write_tokens)

@@ -15,7 +15,7 @@ them all):
     routegate_queue_wait_seconds{pool,model}           waiting in the scheduler
     routegate_classifier_seconds                       complexity classifier
     routegate_slo_requests_total{pool,model,result}    interactive TTFT within pools.interactive
-    routegate_tokens_total{team,model,kind}            kind: prompt | completion | cached
+    routegate_tokens_total{team,model,kind}            kind: prompt | completion | cached | cache_write
                                                        (cached ÷ prompt: the prefix-cache hit rate)
     routegate_cache_saved_usd_total{team,model,cache}  cache: prefix | response
     routegate_cache_write_premium_usd_total{team,model}  prompt-cache writes above the input price
@@ -143,12 +143,13 @@ class Metrics:
                 self.slo.labels(*pm, "missed"), self.tokens.labels(team, model, "prompt"),
                 self.tokens.labels(team, model, "completion"),
                 self.cost.labels(team, model), self.energy.labels(team, model),
-                self.tokens.labels(team, model, "cached")))
+                self.tokens.labels(team, model, "cached"),
+                self.tokens.labels(team, model, "cache_write")))
         return series
 
     def observe(self, o: Outcome) -> None:
         (requests, e2e, ttft, itl, queue, met, missed, prompt, completion, cost,
-         energy, cached) = self._series(o)
+         energy, cached, written) = self._series(o)
         requests.inc()
         e2e.observe(o.latency_s)
         if o.ttft_s is not None:
@@ -171,6 +172,8 @@ class Metrics:
                 cost.inc(o.cost_usd)
             if o.cached_tokens:
                 cached.inc(o.cached_tokens)
+            if o.cache_write_tokens:
+                written.inc(o.cache_write_tokens)
             if o.cache_saved_usd:
                 kind = "response" if o.response_cache == "hit" else "prefix"
                 self.saved.labels(o.team or "-", o.model or "-", kind).inc(o.cache_saved_usd)
@@ -200,11 +203,13 @@ class Metrics:
                 series = self._share_series[(team, x.model)] = tuple(self._hold(child) for child in (
                     self.tokens.labels(team, x.model, "prompt"),
                     self.tokens.labels(team, x.model, "completion"),
-                    self.tokens.labels(team, x.model, "cached"), self.cost.labels(team, x.model)))
-            prompt, completion, cached, cost = series
+                    self.tokens.labels(team, x.model, "cached"),
+                    self.tokens.labels(team, x.model, "cache_write"), self.cost.labels(team, x.model)))
+            prompt, completion, cached, written, cost = series
             prompt.inc(x.prompt_tokens)
             completion.inc(x.completion_tokens)
             cached.inc(x.cached_tokens)
+            written.inc(x.cache_write_tokens)
             cost.inc(x.cost_usd)
             if x.saved_usd:
                 self.saved.labels(team, x.model, "prefix").inc(x.saved_usd)

@@ -90,6 +90,7 @@ class Row:
     fell_back: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
     response_cache_hits: int = 0
     ttft: list[float] = field(default_factory=list)
 
@@ -110,6 +111,7 @@ class Row:
         self.escalated += bool(e.get("escalations"))
         self.prompt_tokens += _count(e.get("prompt_tokens"))
         self.cached_tokens += _count(e.get("cached_tokens"))
+        self.cache_write_tokens += _count(e.get("cache_write_tokens"))
         self.response_cache_hits += e.get("response_cache") == "hit"
         self.fell_back += bool(e.get("fallbacks"))
 
@@ -129,6 +131,9 @@ class Row:
             "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
             "prefix_cache_hit_rate": (round(self.cached_tokens / self.prompt_tokens, 4)
                                       if self.prompt_tokens else None),
+            "cache_write_tokens": self.cache_write_tokens,
+            "cache_write_rate": (round(self.cache_write_tokens / self.prompt_tokens, 4)
+                                 if self.prompt_tokens else None),
             "response_cache_hits": self.response_cache_hits,
         }
 
@@ -183,7 +188,8 @@ def build_report(config: GatewayConfig, since: timedelta, *, with_redis: bool = 
     totals: dict[str, float] = defaultdict(float)
     for r in rows:
         for name in ("requests", "completed", "failed", "refused", "cost_usd",
-                     "prompt_tokens", "cached_tokens", "response_cache_hits"):
+                     "prompt_tokens", "cached_tokens", "cache_write_tokens",
+                     "response_cache_hits"):
             totals[name] += r[name]
     return {"since": start.isoformat(), "log_files": [str(f) for f in files], "rows": rows,
             "totals": dict(totals), "teams": teams}
@@ -211,6 +217,7 @@ COLUMNS = [("team", "team", ""), ("pool", "pool", ""), ("model", "model", ""),
            ("ttft_p95_s", "TTFT p95 ms", "ms"), ("escalation_rate", "escalated", "pct"),
            ("fallback_rate", "fell back", "pct"),
            ("prefix_cache_hit_rate", "prompt cached", "pct"),
+           ("cache_write_rate", "cache written", "pct"),
            ("response_cache_hits", "cache hits", "")]
 
 

@@ -19,6 +19,7 @@ class Share:
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int
+    cache_write_tokens: int
     cost_usd: float
     saved_usd: float           # by its prompt cache
     premium_usd: float         # its cache writes above the input price
@@ -42,6 +43,7 @@ class Outcome:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0               # of the prompt, read from the upstream's prompt cache
+    cache_write_tokens: int = 0          # of the prompt, written to it (Anthropic, Bedrock)
     cache_saved_usd: float = 0.0         # what caches saved: cached tokens, or a response-cache hit
     cache_write_premium_usd: float = 0.0  # what prompt-cache writes cost above the input price
     response_cache: str | None = None    # "hit" | "miss": the team's response cache was asked

@@ -216,14 +216,14 @@ def _report(o: Outcome, billed: Lines) -> None:
     """The bill's figures in the outcome: the request log, the metrics and the labels."""
     o.usage_estimated, o.usage_anomaly = billed.estimated, billed.anomaly
     o.prompt_tokens, o.completion_tokens = billed.prompt_tokens, billed.completion_tokens
-    o.cached_tokens = billed.cached_tokens
+    o.cached_tokens, o.cache_write_tokens = billed.cached_tokens, billed.cache_write_tokens
     o.cost_usd = usd(billed.cost)
     if billed.cached_tokens or billed.cache_write_tokens:
         saved, premium = billed.cache_effect()
         o.cache_saved_usd, o.cache_write_premium_usd = usd(saved), usd(premium)
     if len(billed.lines) > 1 and any(x.model is not billed.lines[0].model for x in billed.lines):
         o.shares = [Share(name, part.prompt_tokens, part.completion_tokens, part.cached_tokens,
-                          usd(part.cost), *map(usd, part.cache_effect()))
+                          part.cache_write_tokens, usd(part.cost), *map(usd, part.cache_effect()))
                     for name, part in billed.by_model().items()]
     energy: float | None = None
     for x in billed.lines:       # usually one line

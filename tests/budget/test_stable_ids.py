@@ -92,3 +92,37 @@ def test_a_stable_id_survives_a_journal_replay(tmp_path: Path, prefix: str) -> N
         assert await client.zscore("{" + prefix + ":t}:once", "batch_2-line-b") is not None
 
     run(tmp_path, prefix, body)
+
+
+def test_a_rerun_lines_cache_counts_are_the_later_runs(tmp_path: Path, prefix: str) -> None:
+    """The ledger's cached and cache-write tokens follow the bill that stands: a line
+    run again replaces the first run's counts, across midnight too, and a journalled
+    settle keeps them."""
+    clock = FakeClock("2026-11-30T23:59:50")
+
+    async def settle(store: BudgetStore, rid: str, cached: int, written: int) -> None:
+        held = await store.reserve(request_id=rid, team="t", team_limits=None, key_id=None,
+                                   key_limits=None, model="small", max_cost_nanousd=2000,
+                                   max_tokens=100, stable=True)
+        await store.settle(held, input_tokens=90, output_tokens=4, cost_nanousd=900,
+                           cached_tokens=cached, cache_write_tokens=written)
+
+    def counts(report: dict[str, Any]) -> tuple[int, int, int]:
+        rows = report["ledger"]
+        return (sum(r["cached_tokens"] for r in rows), sum(r["cache_write_tokens"] for r in rows),
+                sum(r["requests"] for r in rows))
+
+    async def body(store: BudgetStore, client: Any) -> None:
+        await settle(store, "batch_5-line-e", 10, 70)
+        assert counts(await store.usage("t", None)) == (10, 70, 1)
+        clock.set("2026-12-01T00:00:40")
+        await settle(store, "batch_5-line-e", 60, 20)
+        assert counts(await store.usage("t", None, days=2)) == (60, 20, 1)
+        held = await store.reserve(request_id="batch_5-line-f", team="t", team_limits=None,
+                                   key_id=None, key_limits=None, model="small",
+                                   max_cost_nanousd=2000, max_tokens=100, stable=True)
+        await store.journal.append(held.journal_entry(90, 4, 900, "small", 30, 50))
+        assert await store.reconcile_once() == 1
+        assert counts(await store.usage("t", None)) == (90, 70, 2)
+
+    run(tmp_path, prefix, body, clock=clock)

@@ -257,7 +257,7 @@ def test_concurrent_settles_share_script_calls_and_bill_each_once(tmp_path: Path
         settle_script = scripts._settle
 
         async def counting(keys: list[Any], args: list[Any]) -> Any:
-            calls.append((len(args) - 5) // 9)          # requests in this call (settle.lua)
+            calls.append((len(args) - 5) // 10)         # requests in this call (settle.lua)
             return await settle_script(keys=keys, args=args)
 
         scripts._settle = counting

@@ -64,7 +64,7 @@ def test_the_report_shows_the_prefix_cache_hit_rate_and_the_response_cache_hits(
     """Per row: prompt tokens the upstream read from its cache, of all prompt tokens
     (issue 47), and the answers given from the team's response cache."""
     _write_log(tmp_path, [
-        _outcome(200, 0.01, prompt_tokens=1000, cached_tokens=900),
+        _outcome(200, 0.01, prompt_tokens=1000, cached_tokens=900, cache_write_tokens=100),
         _outcome(200, 0.01, prompt_tokens=500, cached_tokens=0, response_cache="miss"),
         _outcome(200, 0.0, prompt_tokens=500, cached_tokens=100, response_cache="hit"),
         Outcome("req_y", team="search", model="large", status=200, cost_usd=0.0)])
@@ -72,8 +72,10 @@ def test_the_report_shows_the_prefix_cache_hit_rate_and_the_response_cache_hits(
     large, small = report["rows"]
     assert (small["prompt_tokens"], small["cached_tokens"]) == (2000, 1000)
     assert small["prefix_cache_hit_rate"] == 0.5 and small["response_cache_hits"] == 1
+    assert small["cache_write_tokens"] == 100 and small["cache_write_rate"] == 0.05
     assert large["prefix_cache_hit_rate"] is None and large["response_cache_hits"] == 0
     assert report["totals"]["cached_tokens"] == 1000
+    assert report["totals"]["cache_write_tokens"] == 100
     assert report["totals"]["response_cache_hits"] == 1
 
 def test_rotated_files_are_read_and_bounded(tmp_path: Path) -> None:

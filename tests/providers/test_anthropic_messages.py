@@ -11,15 +11,21 @@ server's own ledger, streams included.
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
+import time
 from typing import Any
 
 import anthropic
+import httpx
 import pytest
 from anthropic.types import MessageParam, ToolParam
 
 from tests.providers.anthropic_server import AnthropicServer
 from tests.providers.conftest import Money
-from tests.support import TEST_KEY, Gateway
+from tests.support import REPO, TEST_KEY, Gateway, child_env
 
 RULES = "House rule: answer briefly, cite the rule, and never guess. " * 120   # > 1,024 tokens
 HELLO: list[MessageParam] = [{"role": "user", "content": "Which rule applies here?"}]
@@ -138,3 +144,52 @@ def test_a_routed_request_served_elsewhere_is_translated(sdk: anthropic.Anthropi
     assert money.breaches() == []
     spent, expected = money.settled({"claude-other": 2.0})
     assert spent == expected > 0
+
+
+def cache_counts(gw: Gateway) -> dict[str, int]:
+    """claude-a's cache figures today: the ledger's (/v1/usage), /metrics' and the
+    request log's (routegate report --json)."""
+    usage = httpx.get(gw.base_url + "/usage", headers={"authorization": f"Bearer {TEST_KEY}"},
+                      params={"days": 1}).json()
+    rows = [r for r in usage["ledger"] if r["model"] == "claude-a"]
+    metrics = dict(re.findall(r'^routegate_tokens_total\{kind="(cached|cache_write)",'
+                              r'model="claude-a",team="t"\} (\S+)$',
+                              httpx.get(gw.url + "/metrics").text, re.M))
+    report = json.loads(subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "report", "--config", str(gw.config_path),
+         "--since", "1h", "--json"], capture_output=True, text=True, env=child_env(), cwd=REPO,
+        timeout=60, check=True).stdout)
+    logged = [r for r in report["rows"] if (r["team"], r["model"]) == ("t", "claude-a")]
+    return {"ledger_read": sum(r["cached_tokens"] for r in rows),
+            "ledger_written": sum(r["cache_write_tokens"] for r in rows),
+            "metrics_read": int(float(metrics.get("cached", 0))),
+            "metrics_written": int(float(metrics.get("cache_write", 0))),
+            "log_read": sum(r["cached_tokens"] for r in logged),
+            "log_written": sum(r["cache_write_tokens"] for r in logged)}
+
+
+def test_cache_writes_and_reads_are_kept_in_the_ledger_metrics_and_log(
+        sdk: anthropic.Anthropic, anthropic_gateway: Gateway,
+        anthropic_server: AnthropicServer) -> None:
+    """What the server counted as written to its cache and read from it, in the
+    ledger, /metrics and the request log alike (the ledger kept no writes)."""
+    money = Money(anthropic_gateway, anthropic_server)
+    before = cache_counts(anthropic_gateway)
+    for _ in range(2):
+        sdk.messages.create(model="claude-a", max_tokens=16, system=system("ledger"),
+                            messages=HELLO)
+    assert money.settled()[0] > 0
+    served = [x.usage or {} for x in money.exchanges()]
+    written = sum(u["cache_creation_input_tokens"] for u in served)
+    read = sum(u["cache_read_input_tokens"] for u in served)
+    assert written > 1024 and read == written
+    want = {f"{where}_{kind}": n for where in ("ledger", "metrics", "log")
+            for kind, n in (("read", read), ("written", written))}
+    deadline = time.monotonic() + 10
+    while True:            # the metrics' and the log's batched flushes
+        now = cache_counts(anthropic_gateway)
+        got = {k: now[k] - before[k] for k in now}
+        if got == want or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert got == want
