@@ -7,13 +7,17 @@ One ladder serves both reasons to move on: an upstream that failed, and an
 answer that failed its checks (``gateway.pipeline.dispatch``). The rungs above a
 choice are the candidates predicted at least as likely to be correct,
 cheapest first (or ``escalation.ladder``'s order when configured), at most
-``escalation.max_steps`` of them. When the classifier is unsure of the
+``escalation.max_steps`` of them. Between two models of a ladder ``routegate
+learn`` fitted pair heads along (``strength``, weakest first), the ladder says
+which is above: a pair head can predict the weaker model more likely correct
+on a prompt, and a refused answer must still climb to the stronger one. When the classifier is unsure of the
 prompt (confidence below ``escalation.min_confidence``), the request starts
 one rung up: reason ``low_confidence``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from core.escalation_config import EscalationConfig
@@ -40,15 +44,20 @@ class Ladder:
                    config.min_confidence if on else None, max_attempts)
 
 
-def rungs_above(chosen: str, candidates: list[Candidate], order: tuple[str, ...] | None
-                ) -> list[Candidate]:
+def rungs_above(chosen: str, candidates: list[Candidate], order: tuple[str, ...] | None,
+                strength: Sequence[str] = ()) -> list[Candidate]:
     by_name = {c.name: c for c in candidates}
     if order:
         rungs = [by_name[n] for n in order if n in by_name]
         names = [c.name for c in rungs]
         return rungs[names.index(chosen) + 1:] if chosen in names else rungs
     floor = by_name[chosen].p_correct if chosen in by_name else 0.0
-    above = [c for c in candidates if c.name != chosen and c.p_correct >= floor]
+    if chosen in strength:
+        rank = strength.index(chosen)
+        above = [c for c in candidates if c.name != chosen and (
+            strength.index(c.name) > rank if c.name in strength else c.p_correct >= floor)]
+    else:
+        above = [c for c in candidates if c.name != chosen and c.p_correct >= floor]
     return sorted(above, key=lambda c: (c.cost_usd, -c.p_correct))
 
 
@@ -57,8 +66,10 @@ def climb(decision: Decision, candidates: list[Candidate], config: EscalationCon
     return climb_on(Ladder.of(config, max_attempts), decision, candidates)
 
 
-def climb_on(ladder: Ladder, decision: Decision, candidates: list[Candidate]) -> Decision:
-    steps = rungs_above(decision.model, candidates, ladder.order)
+def climb_on(ladder: Ladder, decision: Decision, candidates: list[Candidate],
+             strength: Sequence[str] = ()) -> Decision:
+    """``strength``: the classifier's pair-head ladder, weakest first (none: ())."""
+    steps = rungs_above(decision.model, candidates, ladder.order, strength)
     steps = steps[: max(0, ladder.max_attempts - 1)]
     if ladder.max_steps is not None:
         steps = steps[: ladder.max_steps]

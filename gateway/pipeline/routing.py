@@ -201,7 +201,9 @@ class Router:
         decision = replace(self.auto_policy.choose(ctx, healthy), pool=pool)
         if decision.confidence is None and ctx.confidence is not None:
             decision = replace(decision, confidence=round(ctx.confidence, 4))
-        decision = climb_on(self._ladder, decision, healthy)
+        scorer = features.scorer
+        decision = climb_on(self._ladder, decision, healthy,
+                            scorer.model.pair_ladder if scorer is not None and scorer.pairs else ())
         if decision.slo is None:
             # Whatever the policy weighed, the client hears when its first
             # model is predicted to miss the pool's SLO.

@@ -236,6 +236,48 @@ def test_the_router_uses_the_pair_head_between_those_two_models_only(demo_router
         assert chosen == ("medium" if "seal" in text else "small"), (text, p)
 
 
+def test_a_refused_answer_climbs_to_the_stronger_model_a_head_ranked_below(
+        tmp_path: Path) -> None:
+    """``medium`` answers every animal's prompt and ``small`` none; on a vehicle's, small
+    answers all and medium 60%: the head's gain there is negative, so small's P is
+    above medium's. A choice of small still climbs to medium (the learned ladder says
+    it is above), where the rungs were the models predicted at least as likely correct."""
+    from core.config import ModelFacts, load_config
+    from gateway.auth import Caller
+    from gateway.pipeline.features import measure
+    from gateway.pipeline.routing import Router
+    from gateway.protocols.chat_body import parse_chat
+    from gateway.upstreams import build_backends
+
+    rng = np.random.default_rng(3)
+    lines = []
+    for x, animal in [(x, True) for x in ANIMALS] + [(x, False) for x in VEHICLES]:
+        for t in TEMPLATES:
+            medium = 1.0 if animal else float(rng.random() < 0.6)
+            lines += [orjson.dumps({"prompt": t.format(x=x), "model": "medium", "score": medium}),
+                      orjson.dumps({"prompt": t.format(x=x), "model": "small",
+                                    "score": 0.0 if animal else 1.0})]
+    out = tmp_path / "learned"
+    run = _learn(tmp_path, lines, "--out", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    config = load_config(REPO / "config" / "routegate.yaml")
+    router = Router(config, build_backends(config), ComplexityModel.load(out))
+    team = config.teams[0]
+    caller = Caller(team=team, key=team.key_configs()[0])
+    models = {m.name: ModelFacts.of(m) for m in config.models}
+    body = json.dumps({"model": "auto", "messages": [
+        {"role": "user", "content": "Tell me one fact about the tram."}]})
+    chat = parse_chat(body.encode(), {})
+    features = asyncio.run(measure(chat, router.encodings, router.scorer(chat, caller)))
+    assert features.score is not None and features.score.pair_gains is not None
+    assert features.score.pair_gains[("small", "medium")] < 0
+    p = {n: router.predicted_quality(models[n], features) for n in ("small", "medium")}
+    assert p["small"] > p["medium"]
+    decision = router.choose(chat, caller, features)
+    assert decision.model == "small"
+    assert "medium" in decision.fallbacks, decision
+
+
 def test_heads_along_a_ladder_of_no_configured_model_cost_and_decide_nothing(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Label names are free: heads learned on ``weak`` and ``strong`` name none of the

@@ -10,7 +10,7 @@ import pytest
 from core.config import GatewayConfig, ModelFacts, parse_config
 from core.escalation_config import EscalationConfig
 from core.types import LiveStats
-from gateway.pipeline.ladder import climb
+from gateway.pipeline.ladder import Ladder, climb, climb_on
 from policies import Candidate, RouteContext, get_policy
 
 
@@ -90,6 +90,25 @@ def test_an_explicit_ladder_sets_the_order() -> None:
     climbed = climb(decision, cands, EscalationConfig(ladder=["small", "big", "mid"]),
                     max_attempts=3)
     assert climbed.fallbacks == ("big", "mid")
+
+
+def test_a_pair_heads_ladder_says_which_model_is_above() -> None:
+    """A pair head can predict the weaker model more likely correct on a prompt. A
+    refused answer (or low confidence) must still climb to the stronger model, and a
+    choice of the stronger one must not climb down to the weaker."""
+    cfg = config()
+    cands = [replace(c, p_correct={"small": 0.8, "mid": 0.6, "big": 0.9}[c.name])
+             for c in candidates(cfg)]
+    decision = replace(get_policy("cheapest", cfg).choose(ctx(0.5), cands), confidence=0.2)
+    ladder = Ladder.of(EscalationConfig(), max_attempts=3)
+    assert climb_on(ladder, decision, cands).fallbacks == ("big",)    # mid left out
+    assert climb_on(ladder, decision, cands, ("small", "mid")).fallbacks == ("mid", "big")
+    unsure = Ladder.of(EscalationConfig(min_confidence=0.3), max_attempts=3)
+    climbed = climb_on(unsure, decision, cands, ("small", "mid"))
+    assert (climbed.model, climbed.reason) == ("mid", "low_confidence")
+    mid = replace(decision, model="mid")
+    assert climb_on(ladder, mid, cands).fallbacks == ("small", "big")  # down to small
+    assert climb_on(ladder, mid, cands, ("small", "mid")).fallbacks == ("big",)
 
 
 def test_low_confidence_starts_one_rung_up() -> None:
