@@ -21,7 +21,10 @@ class Reservation:
     limit that admitted it is the limit its spend counts against.
     ``local`` marks a fail-open reservation held in this replica's memory.
     ``stable`` marks an id that may be settled again on another day (a batch
-    line run again): its settle stays idempotent for ``stable_id_ttl_s``.
+    line run again): its settle stays idempotent for ``stable_id_ttl_s``, and of
+    two runs the bill of the one that started later (``started_ms``, wall clock)
+    stands: a run taken over from a stalled replica is the one whose answer the
+    batch keeps, even when the stalled one settles after it.
     """
 
     request_id: str
@@ -34,6 +37,7 @@ class Reservation:
     soft_limited: bool
     local: bool = False
     stable: bool = False   # request_id names work that may run again (a batch line)
+    started_ms: int = 0    # a stable id's: when this run reserved (wall clock, ms)
     # What the request has run up so far: (model, input tokens, output tokens,
     # nano-USD), or None before anything was. Its lease renewals record it in the
     # hold, which is billed that much if this replica dies before settling.
@@ -54,7 +58,7 @@ class Reservation:
             output_tokens=output_tokens,
             cost_nanousd=cost,
             stable=self.stable,
-            at_ms=time.time_ns() // 1_000_000 if self.stable else 0,
+            at_ms=(self.started_ms or time.time_ns() // 1_000_000) if self.stable else 0,
             cached_tokens=cached_tokens,
             cache_write_tokens=cache_write_tokens,
         )

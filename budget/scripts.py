@@ -224,7 +224,7 @@ class BudgetScripts:
     ) -> asyncio.Future[SettleReply]:
         """Settle one request; the future has its reply, or the batch call's error.
         A ``stable`` id stays settled for ``stable_id_ttl_s``, on any day; settled
-        again with a later ``at_ms`` (it ran again), its bill replaces the first."""
+        again with a later ``at_ms`` (a run started later), its bill replaces the first."""
         group = ("settle", team, windows)
         batch = self._batches.get(group)
         if batch is None or len(batch.futures) >= BATCH_MAX:

@@ -6,10 +6,11 @@
 -- may run again, on another day too) joins T:once instead, with an expiry
 -- longer than any batch window, and its bill is kept in T:once:bill: a line
 -- run again because its first result was lost (the replica died between its
--- settle and its record) is billed once, for the answer it delivers. The
--- later run's settle takes the earlier bill back from the windows and the
--- ledger it went to and bills its own; a settle older than the kept bill (a
--- journal replayed late) changes nothing.
+-- settle and its record, or stalled and was taken over) is billed once, for
+-- the answer it delivers. The settle of the run that started later takes the
+-- earlier run's bill back from the windows and the ledger it went to and bills
+-- its own, whichever settles first; the settle of an earlier-started run (a
+-- stalled replica resuming, a journal replayed late) changes nothing.
 -- A settle whose reservation already expired (or never reached Redis: a
 -- fail-open journal replay) still records the spend once.
 --
@@ -19,7 +20,7 @@
 -- ARGV: 1 day ttl  2 month ttl  3 ledger ttl  4 settled ttl  5 stable id ttl
 --       (all in s), then ten per request: request id, key id ('' = none),
 --       model, input tokens, output tokens, cost (nano-USD), stable (1|0),
---       settled at (ms, the gateway's clock; 0 unless stable), input tokens read
+--       started at (ms, the gateway's clock; 0 unless stable), input tokens read
 --       from a prompt cache, input tokens written to it
 --       (model '' = only release the request's hold, if any)
 -- Reply: {team d m r, then per request

@@ -137,13 +137,14 @@ class BudgetStore(AdminCalls):
                     raise refusal(reply, team=team, key_id=key_id, windows=windows, now=now,
                                   amount=max_cost_nanousd, tokens=max_tokens)
                 held = Reservation(request_id, team, key_id, model, max_cost_nanousd,
-                                   max_tokens, windows, soft, stable=stable)
+                                   max_tokens, windows, soft, stable=stable,
+                                   started_ms=time.time_ns() // 1_000_000 if stable else 0)
                 self.leases.hold(held)
                 return held
         try:
             return replace(self._reserve_locally(
                 request_id, team, key_id, model, max_cost_nanousd, max_tokens, windows, team_limits
-            ), stable=stable)
+            ), stable=stable, started_ms=time.time_ns() // 1_000_000 if stable else 0)
         except GatewayError:
             if tried:
                 await self._release_lost(request_id, team, key_id, windows)

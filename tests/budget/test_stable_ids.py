@@ -9,6 +9,7 @@ the usage in its output file.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +127,26 @@ def test_a_rerun_lines_cache_counts_are_the_later_runs(tmp_path: Path, prefix: s
         assert counts(await store.usage("t", None)) == (90, 70, 2)
 
     run(tmp_path, prefix, body, clock=clock)
+
+
+def test_a_stalled_run_settling_after_its_takeover_does_not_replace_its_bill(
+        tmp_path: Path, prefix: str) -> None:
+    """Run A reserves and stalls (a frozen replica); run B takes the line over, settles
+    and records it; A resumes and settles after B. B's answer is the one recorded, so
+    B's bill stands (A's later settle used to replace it)."""
+    async def body(store: BudgetStore, client: Any) -> None:
+        def reserve_line() -> Any:
+            return store.reserve(request_id="batch_6-line-g", team="t", team_limits=None,
+                                 key_id=None, key_limits=None, model="small",
+                                 max_cost_nanousd=2000, max_tokens=100, stable=True)
+        a = await reserve_line()
+        await asyncio.sleep(0.01)
+        b = await reserve_line()
+        await store.settle(b, input_tokens=12, output_tokens=15, cost_nanousd=420)
+        await store.settle(a, input_tokens=12, output_tokens=25, cost_nanousd=620)
+        report = await store.usage("t", None)
+        assert report["spent_today_nanousd"] == 420
+        assert [(r["requests"], r["output_tokens"]) for r in report["ledger"]] == [(1, 15)]
+        assert report["reserved_usd"] == 0
+
+    run(tmp_path, prefix, body)
