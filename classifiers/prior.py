@@ -48,6 +48,11 @@ SHAPE_NAMES: tuple[str, ...] = (
     "log_requests", "code_fence", "log_lines",
 )
 _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)?")
+# What _NUMBER_RE can match, kept; every other ASCII character a space. A match reads
+# only digits, "." and ",", and whether a character is one of them: the same count on
+# what ``split`` leaves of the copy, a third of the regular expression's time.
+_NUMBER_CHARS = str.maketrans({chr(c): " " for c in range(128)
+                               if not (chr(c).isdigit() or chr(c) in ".,")})
 _SENTENCE_RE = re.compile(r"[.!?。？！](?:\s|$)")
 _OPERATORS = "=+*/^<>"
 # Stems that ask for a long, reasoned answer rather than a short fact.
@@ -64,7 +69,7 @@ def shape_features(text: str, n_chars: int | None = None) -> np.ndarray:
     lowered = bounded_window(text).lower()
     return np.asarray((
         math.log1p((len(text) if n_chars is None else n_chars) / 4.0) / 8.0,
-        math.log1p(len(_NUMBER_RE.findall(lowered))) / 4.0,
+        math.log1p(_count_numbers(lowered)) / 4.0,
         math.log1p(sum(map(lowered.count, _OPERATORS))) / 4.0,
         min(lowered.count("?"), 10) / 10.0,
         math.log1p(len(_SENTENCE_RE.findall(lowered))) / 4.0,
@@ -72,6 +77,13 @@ def shape_features(text: str, n_chars: int | None = None) -> np.ndarray:
         float("```" in lowered),
         math.log1p(lowered.count("\n")) / 5.0,
     ), dtype=np.float64)
+
+
+def _count_numbers(lowered: str) -> int:
+    """``len(_NUMBER_RE.findall(lowered))``."""
+    if not lowered.isascii():    # str.translate is slow off ASCII; \d matches more there
+        return len(_NUMBER_RE.findall(lowered))
+    return len(_NUMBER_RE.findall(" ".join(lowered.translate(_NUMBER_CHARS).split())))
 
 
 def bigram_buckets(feats: Features) -> np.ndarray:
@@ -83,7 +95,8 @@ def bigram_buckets(feats: Features) -> np.ndarray:
 def n_seen_bigrams(feats: Features, seen: np.ndarray) -> int:
     """How many of the prompt's distinct bigram buckets the training data has seen."""
     buckets = bigram_buckets(feats)
-    return int(np.unique(buckets[seen.take(buckets)]).size)   # distinct, of the seen ones
+    # Distinct, of the seen ones: a set of a few hundred ints costs half of np.unique.
+    return len(set(buckets[seen.take(buckets)].tolist()))
 
 
 def closeness(n_seen: int, reference: float) -> float:
