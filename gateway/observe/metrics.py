@@ -73,14 +73,19 @@ FLUSH_S = 1.0      # per-request updates reach prometheus_client within this
 LLM_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.35, 0.5, 0.75, 1, 1.5, 2.5, 5,
                10, 20, 30, 60, 120)
 
+# The classifier's time, from 100 us to 0.1 s: its budget is 1 ms at p99.
+CLASSIFIER_BUCKETS = (0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.0025, 0.005, 0.01,
+                      0.025, 0.1)
+
 
 class Metrics:
     def __init__(self, config: GatewayConfig) -> None:
         self.registry = r = CollectorRegistry()
         self.slo_ttft_s = config.pools.interactive.ttft_ms / 1000
 
-        def hist(name: str, doc: str, labels: list[str]) -> Histogram:
-            return Histogram(name, doc, labels, buckets=LLM_BUCKETS, registry=r)
+        def hist(name: str, doc: str, labels: list[str],
+                 buckets: tuple[float, ...] = LLM_BUCKETS) -> Histogram:
+            return Histogram(name, doc, labels, buckets=buckets, registry=r)
 
         def count(name: str, doc: str, labels: list[str]) -> Counter:
             return Counter(name, doc, labels, registry=r)
@@ -93,7 +98,8 @@ class Metrics:
                         ["pool", "model"])
         self.queue = hist("routegate_queue_wait_seconds", "Time queued before the upstream call",
                           ["pool", "model"])
-        self.classifier = hist("routegate_classifier_seconds", "Complexity classifier", [])
+        self.classifier = hist("routegate_classifier_seconds", "Complexity classifier", [],
+                               CLASSIFIER_BUCKETS)
         self.slo = count("routegate_slo_requests", "Interactive requests by TTFT SLO result",
                          ["pool", "model", "result"])
         self.tokens = count("routegate_tokens", "Tokens", ["team", "model", "kind"])

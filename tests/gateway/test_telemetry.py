@@ -163,6 +163,9 @@ def test_metrics_are_complete_and_bounded(traced: tuple) -> None:
     assert 'routegate_ttft_seconds_bucket{le="0.01",model="fast",pool="interactive"}' in text \
         or re.search(r'routegate_ttft_seconds_bucket\{[^}]*le="0.01"', text)
     assert re.search(r'routegate_ttft_seconds_bucket\{[^}]*le="120.0"', text)
+    # The classifier's budget is 1 ms at p99: its buckets read below it.
+    assert 'routegate_classifier_seconds_bucket{le="0.001"}' in text
+    assert 'routegate_classifier_seconds_bucket{le="0.00025"}' in text
     # Each model's provider, to join on for per-provider sums.
     assert re.search(r'routegate_model_info\{model="fast",provider="openai_compat",'
                      r'upstream_model="[^"]+"\} 1\.0', text), text[:2000]
