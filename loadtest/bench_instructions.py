@@ -34,9 +34,10 @@ from loadtest.targets import KEY, running, target_command
 TARGETS = ("bare-aiohttp", "routegate", "routegate-nobudget")
 
 
-async def send(url: str, count: int, concurrency: int, stream: bool) -> None:
+async def send(url: str, count: int, concurrency: int, stream: bool,
+               model: str = "stub") -> None:
     """``count`` requests, ``concurrency`` at a time; any status but 200 fails the run."""
-    body = request_body(stream).encode()
+    body = request_body(stream, model).encode()
     headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
     left = count
 
@@ -73,10 +74,10 @@ def measure(name: str, stub: str, tmp: Path, args: argparse.Namespace) -> float:
     with running(command, base + ready, tmp / f"{name}.log", wrapper=wrapper,
                  timeout=300, stop_s=60) as proc:
         url = base + "/v1/chat/completions"
-        asyncio.run(send(url, args.warmup, args.concurrency, args.stream))
+        asyncio.run(send(url, args.warmup, args.concurrency, args.stream, args.model))
         subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], check=True,
                        capture_output=True)
-        asyncio.run(send(url, args.requests, args.concurrency, args.stream))
+        asyncio.run(send(url, args.requests, args.concurrency, args.stream, args.model))
         subprocess.run(["callgrind_control", "-d", str(proc.pid)], check=True,
                        capture_output=True)
         for _ in range(100):        # the dump is written by the process, after the call
@@ -86,7 +87,8 @@ def measure(name: str, stub: str, tmp: Path, args: argparse.Namespace) -> float:
             time.sleep(0.1)
     if args.keep:               # for callgrind_annotate: which functions the count is in
         args.keep.mkdir(parents=True, exist_ok=True)
-        shutil.copy(dumps[-1], args.keep / f"{name}{'-stream' if args.stream else ''}.callgrind")
+        suffix = ("-stream" if args.stream else "") + ("" if args.model == "stub" else "-auto")
+        shutil.copy(dumps[-1], args.keep / f"{name}{suffix}.callgrind")
     return instructions(dumps[-1]) / args.requests
 
 
@@ -99,6 +101,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--stream", action="store_true", help="streamed requests (SSE)")
+    parser.add_argument("--model", default="stub",
+                        help="the requests' model: auto routes them (classifier, router)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="copy each target's callgrind dump into this directory")
     return parser.parse_args(argv)
