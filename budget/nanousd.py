@@ -53,14 +53,17 @@ def cost_nanousd(
     cached_per_mtok: float = 0.0,
     written_tokens: int = 0,
     write_per_mtok: float = 0.0,
+    written_1h_tokens: int = 0,
+    write_1h_per_mtok: float = 0.0,
 ) -> int:
     """Cost of one request in nano-USD, rounded half-up once. ``input_tokens`` are
-    billed at the input price, ``cached_tokens`` (read from a prompt cache) and
-    ``written_tokens`` (written to it) at theirs: three parts of the prompt, apart."""
-    if min(input_tokens, output_tokens, cached_tokens, written_tokens) < 0:
+    billed at the input price, ``cached_tokens`` (read from a prompt cache),
+    ``written_tokens`` (written to it) and ``written_1h_tokens`` (written to it for an
+    hour) at theirs: four parts of the prompt, apart."""
+    if min(input_tokens, output_tokens, cached_tokens, written_tokens, written_1h_tokens) < 0:
         raise ValueError("token counts must be >= 0")
     fine_in, fine_out = _fine(input_per_mtok), _fine(output_per_mtok)
-    if not cached_tokens and not written_tokens:        # the usual case
+    if not cached_tokens and not written_tokens and not written_1h_tokens:   # the usual case
         if fine_in is not None and fine_out is not None:
             fine = input_tokens * fine_in + output_tokens * fine_out
             return (fine + _FINE_PER_NANO // 2) // _FINE_PER_NANO
@@ -68,7 +71,8 @@ def cost_nanousd(
                  ) * _NANO_PER_TOKEN_AT_ONE_USD_PER_MTOK
         return int(exact.to_integral_value(rounding=ROUND_HALF_UP))
     parts = ((input_tokens, input_per_mtok), (output_tokens, output_per_mtok),
-             (cached_tokens, cached_per_mtok), (written_tokens, write_per_mtok))
+             (cached_tokens, cached_per_mtok), (written_tokens, write_per_mtok),
+             (written_1h_tokens, write_1h_per_mtok))
     fines = [_fine(price) for _, price in parts]
     if all(f is not None for f in fines):
         fine = sum(n * f for (n, _), f in zip(parts, fines, strict=True) if f is not None)

@@ -43,6 +43,9 @@ def known_encodings() -> frozenset[str]:
 
 
 BREAKPOINT_MIN_TOKENS = 1024   # the least of Anthropic's minimums to cache a prefix
+# Backends whose upstream may keep a cache write an hour, at its own price (Bedrock's
+# cachePoint has no TTL: its writes are the 5-minute kind).
+HOUR_CACHES = frozenset({"anthropic"})
 
 
 class Price(Strict):
@@ -54,6 +57,9 @@ class Price(Strict):
     # dearest of the three (gateway/money/ceiling.py).
     cached_input_per_mtok: float | None = Field(default=None, ge=0, le=1_000_000)
     cache_write_per_mtok: float | None = Field(default=None, ge=0, le=1_000_000)
+    # A write kept an hour (Anthropic's cache_control ttl "1h"); None: twice the input
+    # price, Anthropic's rule (its 5-minute writes are cache_write_per_mtok).
+    cache_write_1h_per_mtok: float | None = Field(default=None, ge=0, le=1_000_000)
 
     @property
     def cached_input(self) -> float:
@@ -62,6 +68,11 @@ class Price(Strict):
     @property
     def cache_write(self) -> float:
         return self.input_per_mtok if self.cache_write_per_mtok is None else self.cache_write_per_mtok
+
+    @property
+    def cache_write_1h(self) -> float:
+        return (2 * self.input_per_mtok if self.cache_write_1h_per_mtok is None
+                else self.cache_write_1h_per_mtok)
 
 
 class SimulateConfig(Strict):
@@ -262,14 +273,18 @@ class Rates:
     output_per_mtok: float
     cached_input: float
     cache_write: float
-    # A prompt token's price when it is held before the answer: the dearest of the three
-    # (a cached read may be priced above the input, a write usually is).
+    cache_write_1h: float
+    # A prompt token's price when it is held before the answer: the dearest of those it
+    # can be billed at (a cached read may be priced above the input, a write usually is;
+    # a write kept an hour only upstreams that keep one, ``hour``, bill).
     prompt_held: float
 
     @classmethod
-    def of(cls, p: Price) -> Rates:
+    def of(cls, p: Price, hour: bool = False) -> Rates:
         return cls(p.input_per_mtok, p.output_per_mtok, p.cached_input, p.cache_write,
-                   max(p.input_per_mtok, p.cached_input, p.cache_write))
+                   p.cache_write_1h,
+                   max(p.input_per_mtok, p.cached_input, p.cache_write,
+                       p.cache_write_1h if hour else 0.0))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -308,6 +323,7 @@ class ModelFacts:
     def of(cls, m: ModelConfig) -> ModelFacts:
         return cls(m, m.name, m.kind, m.backend, m.tokenizer, m.context_window,
                    m.max_output_tokens, tuple(m.pools), m.ability, m.family, m.wire_model,
-                   m.output_cap_param, m.energy_j_per_token, Rates.of(m.price),
+                   m.output_cap_param, m.energy_j_per_token,
+                   Rates.of(m.price, m.backend in HOUR_CACHES),
                    m.simulate, m.timeouts.first_byte_s, m.prefix_cache_kind,
                    m.cache_min_tokens)

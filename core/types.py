@@ -74,6 +74,8 @@ class Usage:
     cache_write_tokens: int = 0
     # Why a cache figure was not read as sent (``cache_count``): billing flags the answer.
     cache_anomaly: str | None = None
+    # Of cache_write_tokens, those kept an hour (Anthropic's ttl "1h", priced apart).
+    cache_write_1h_tokens: int = 0
 
     @classmethod
     def from_wire(cls, usage: Any) -> Usage | None:
@@ -110,6 +112,10 @@ class Usage:
             self.cache_write_tokens, wrong = cache_count(details["cache_write_tokens"],
                                                          room - self.cached_tokens)
             anomaly = anomaly or wrong
+            if "cache_write_1h_tokens" in details:
+                self.cache_write_1h_tokens, wrong = cache_count(
+                    details["cache_write_1h_tokens"], self.cache_write_tokens)
+                anomaly = anomaly or wrong
         self.cache_anomaly = anomaly
 
     @property

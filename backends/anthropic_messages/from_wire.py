@@ -13,7 +13,9 @@
     usage             Anthropic's ``input_tokens`` exclude the cache's: prompt_tokens =
                       input + cache_read + cache_creation; cached_tokens = cache_read,
                       cache_write_tokens = cache_creation (billed at the model's cache
-                      prices), completion_tokens = output_tokens
+                      prices; of them cache_write_1h_tokens, ``cache_creation``'s
+                      ephemeral_1h_input_tokens, at the hour's), completion_tokens =
+                      output_tokens
 
 Every count is the upstream's word: an input or output count that is not a
 non-negative integer makes the usage unreadable (None: billing counts for
@@ -61,8 +63,12 @@ def usage_of(usage: Any) -> Usage | None:
     # Saturated, the prompt keeps its dearest parts: the uncached, then the writes.
     prompt = min(plain + read + written, MAX_REPORTED_TOKENS)
     written = min(written, prompt - plain)
+    split = usage.get("cache_creation")
+    hour, odd = (cache_count(split.get("ephemeral_1h_input_tokens"), written)
+                 if isinstance(split, dict) else (0, None))
     return Usage(prompt, output, cached_tokens=min(read, prompt - plain - written),
-                 cache_write_tokens=written, cache_anomaly=wrong or bad)
+                 cache_write_tokens=written, cache_anomaly=wrong or bad or odd,
+                 cache_write_1h_tokens=hour)
 
 
 def merged_usage(start: Any, delta: Any) -> dict[str, Any]:
@@ -76,11 +82,15 @@ def merged_usage(start: Any, delta: Any) -> dict[str, Any]:
 
 def usage_json(usage: Usage) -> dict[str, Any]:
     """OpenAI's usage object, the cache's reads and writes in ``prompt_tokens_details``
-    (``cache_write_tokens``: the one spelling ``Usage.from_wire`` reads)."""
+    (``cache_write_tokens``, and of them ``cache_write_1h_tokens``: the spellings
+    ``Usage.from_wire`` reads)."""
+    details = {"cached_tokens": usage.cached_tokens,
+               "cache_write_tokens": usage.cache_write_tokens}
+    if usage.cache_write_1h_tokens:
+        details["cache_write_1h_tokens"] = usage.cache_write_1h_tokens
     return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
             "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens,
-                                      "cache_write_tokens": usage.cache_write_tokens}}
+            "prompt_tokens_details": details}
 
 
 def tool_call(block: dict[str, Any]) -> dict[str, Any]:

@@ -147,7 +147,7 @@ class Tariff:
             reported = Usage(prompt_seen.prompt_tokens,
                              min(estimate_output, ceiling.output_tokens), True,
                              prompt_seen.cached_tokens, prompt_seen.cache_write_tokens,
-                             prompt_seen.cache_anomaly)
+                             prompt_seen.cache_anomaly, prompt_seen.cache_write_1h_tokens)
         usage, anomaly = within(ceiling, reported, ours, estimate_output)
         if anomaly is None and unreadable:
             anomaly = UNREADABLE
@@ -186,7 +186,8 @@ def _clamped(reported: Usage, cap: int, output_cap: int) -> Usage:
     written = min(reported.cache_write_tokens, prompt - uncached)
     cached = min(reported.cached_tokens, prompt - uncached - written)
     return Usage(prompt, min(reported.completion_tokens, output_cap), reported.estimated,
-                 cached, written)
+                 cached, written, cache_write_1h_tokens=min(reported.cache_write_1h_tokens,
+                                                            written))
 
 
 def usage_json(usage: Usage) -> dict[str, Any]:

@@ -23,10 +23,11 @@ def pool_rate(config: GatewayConfig, pool: str) -> float:
 
 
 def cost_nano(model: ModelFacts, prompt_tokens: int, output_tokens: int, rate: float = 1.0,
-              cached: int = 0, written: int = 0) -> int:
+              cached: int = 0, written: int = 0, hour: int = 0) -> int:
     """What ``model`` bills: of ``prompt_tokens``, ``cached`` read from its prompt
     cache and ``written`` to it at their prices (``price.cached_input_per_mtok``,
-    ``cache_write_per_mtok``), the rest at the input price."""
+    ``cache_write_per_mtok``; of ``written``, ``hour`` kept an hour at
+    ``cache_write_1h_per_mtok``), the rest at the input price."""
     p = model.price
     plain = prompt_tokens - cached - written
     if not cached and not written:          # the usual case
@@ -35,9 +36,10 @@ def cost_nano(model: ModelFacts, prompt_tokens: int, output_tokens: int, rate: f
                                 p.output_per_mtok)
         return cost_nanousd(prompt_tokens, output_tokens, p.input_per_mtok * rate,
                             p.output_per_mtok * rate)
+    hour = min(hour, written)
     return cost_nanousd(max(0, plain), output_tokens, p.input_per_mtok * rate,
-                        p.output_per_mtok * rate, cached, p.cached_input * rate, written,
-                        p.cache_write * rate)
+                        p.output_per_mtok * rate, cached, p.cached_input * rate, written - hour,
+                        p.cache_write * rate, hour, p.cache_write_1h * rate)
 
 
 def held_nano(model: ModelFacts, prompt_tokens: int, output_tokens: int,
@@ -55,7 +57,7 @@ def held_nano(model: ModelFacts, prompt_tokens: int, output_tokens: int,
 def billed_nano(model: ModelFacts, usage: Usage, rate: float = 1.0) -> int:
     """``cost_nano`` of an upstream's usage, its cached and written parts apart."""
     return cost_nano(model, usage.prompt_tokens, usage.completion_tokens, rate,
-                     usage.cached_tokens, usage.cache_write_tokens)
+                     usage.cached_tokens, usage.cache_write_tokens, usage.cache_write_1h_tokens)
 
 
 def cost_usd(model: ModelFacts, prompt_tokens: int, output_tokens: int, rate: float = 1.0,

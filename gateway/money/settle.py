@@ -181,11 +181,12 @@ class Lines:
         saved = premium = 0
         for x in self.lines:
             read, written = x.usage.cached_tokens, x.usage.cache_write_tokens
+            hour = x.usage.cache_write_1h_tokens
             if read:
                 saved += (cost_nano(x.model, read, 0, x.rate)
                           - cost_nano(x.model, read, 0, x.rate, cached=read))
             if written:
-                extra = (cost_nano(x.model, written, 0, x.rate, written=written)
+                extra = (cost_nano(x.model, written, 0, x.rate, written=written, hour=hour)
                          - cost_nano(x.model, written, 0, x.rate))
                 saved, premium = saved + max(0, -extra), premium + max(0, extra)
         return saved, premium

@@ -404,5 +404,26 @@ def test_the_hold_bounds_every_split_of_the_prompt(price: dict[str, float], ours
         assert billed.usage.uncached_tokens == min(reported.uncached_tokens, WINDOW)
 
 
+@pytest.mark.parametrize("backend", ["anthropic", "simulated"])
+def test_an_hour_long_write_is_held_where_an_upstream_can_bill_one(backend: str) -> None:
+    """Anthropic bills a write kept an hour at twice the input (the default of
+    ``cache_write_1h_per_mtok``): the hold covers a prompt written that way; a model
+    whose upstream keeps no hour-long write holds no more than before."""
+    extra = {"base_url": "http://127.0.0.1:9/v1"} if backend == "anthropic" else {}
+    model = ModelFacts.of(ModelConfig.model_validate({
+        "name": "m", "backend": backend, "context_window": WINDOW, "max_output_tokens": 1000,
+        **extra, "price": {"input_per_mtok": P_IN, "output_per_mtok": P_OUT, **WRITE_DEAREST}}))
+    tariff = Tariff(GatewayConfig(models=[model.config]))
+    demand = Demand({"o200k_base": 1000}, 1, 100)
+    ceiling = tariff.ceiling(model, demand, 1.0)
+    held = ceiling.prompt_tokens
+    hour = billed_nano(model, Usage(held, 100, cache_write_tokens=held,
+                                    cache_write_1h_tokens=held))
+    assert hour == cost_nanousd(0, 100, P_IN, P_OUT, written_1h_tokens=held,
+                                write_1h_per_mtok=2 * P_IN)
+    five = billed_nano(model, Usage(held, 100, cache_write_tokens=held))
+    assert ceiling.cost == (hour if backend == "anthropic" else five)
+
+
 if __name__ == "__main__":      # the scripted upstream, for run_upstream
     web.run_app(upstream_app(), host="127.0.0.1", port=int(sys.argv[1]), print=None)

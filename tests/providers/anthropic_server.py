@@ -243,7 +243,8 @@ def stream_events(message: dict[str, Any]) -> Iterator[bytes]:
     """A message as Anthropic streams it: the usage's input side first, output last."""
     usage = message["usage"]
     start_usage = {k: usage[k] for k in ("input_tokens", "cache_creation_input_tokens",
-                                         "cache_read_input_tokens")}
+                                         "cache_read_input_tokens", "cache_creation")
+                   if k in usage}
     yield sse("message_start", {"type": "message_start", "message": {
         **message, "content": [], "stop_reason": None, "stop_sequence": None,
         "usage": {**start_usage, "output_tokens": 1}}})

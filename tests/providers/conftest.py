@@ -29,6 +29,7 @@ os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
 KEY_ENV = "ROUTEGATE_TEST_ANTHROPIC_KEY"
 PRICE = {"input_per_mtok": 3.0, "output_per_mtok": 15.0, "cached_input_per_mtok": 0.3,
          "cache_write_per_mtok": 3.75}
+HOUR_WRITE_PER_MTOK = 6.0       # Anthropic's 1-hour writes: twice the input (the default)
 # Teams routed (auto, cheapest first) from a faulty model to a good one: key -> models.
 FALLBACK_TEAMS = {"sk-anthropic-429": ["throttled", "claude-b"],
                   "sk-anthropic-529": ["overloaded", "claude-b"],
@@ -91,10 +92,11 @@ def honest(x: Exchange, rate: float = 1.0) -> int:
     """What the server's own usage costs at the configured prices."""
     u = x.usage or {}
     p = {k: v * rate for k, v in PRICE.items()}
+    hour = (u.get("cache_creation") or {}).get("ephemeral_1h_input_tokens", 0)
     return cost_nanousd(u["input_tokens"], u["output_tokens"], p["input_per_mtok"],
                         p["output_per_mtok"], u["cache_read_input_tokens"],
-                        p["cached_input_per_mtok"], u["cache_creation_input_tokens"],
-                        p["cache_write_per_mtok"])
+                        p["cached_input_per_mtok"], u["cache_creation_input_tokens"] - hour,
+                        p["cache_write_per_mtok"], hour, HOUR_WRITE_PER_MTOK * rate)
 
 
 class Money:

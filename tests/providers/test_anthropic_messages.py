@@ -193,3 +193,40 @@ def test_cache_writes_and_reads_are_kept_in_the_ledger_metrics_and_log(
             break
         time.sleep(0.3)
     assert got == want
+
+
+@pytest.mark.parametrize("door", ["messages", "chat"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_cache_write_kept_an_hour_bills_at_the_hours_price(
+        sdk: anthropic.Anthropic, anthropic_gateway: Gateway, anthropic_server: AnthropicServer,
+        door: str, stream: bool) -> None:
+    """A breakpoint with ``ttl: "1h"``: Anthropic bills its write at twice the input
+    (the 5-minute write's 1.25x was billed), and the reservation holds that much.
+    Through the Messages door and the chat door (which passes the ttl on), streamed
+    or not, the bill is the server's usage with its 5m/1h split, to the nano-dollar."""
+    money = Money(anthropic_gateway, anthropic_server)
+    mark = {"type": "ephemeral", "ttl": "1h"}
+    rules = f"You keep the house rules of the hour, {door} {stream}. " + RULES
+    if door == "messages":
+        kwargs: Any = {"model": "claude-a", "max_tokens": 16, "messages": HELLO,
+                       "system": [{"type": "text", "text": rules, "cache_control": mark}]}
+        if stream:
+            with sdk.messages.stream(**kwargs) as events:
+                events.get_final_message()
+        else:
+            sdk.messages.create(**kwargs)
+    else:
+        body = {"model": "claude-a", "max_tokens": 16, "stream": stream, "messages": [
+            {"role": "system", "content": [{"type": "text", "text": rules,
+                                            "cache_control": mark}]},
+            {"role": "user", "content": "Which rule applies here?"}]}
+        r = httpx.post(anthropic_gateway.base_url + "/chat/completions", json=body, timeout=30,
+                       headers={"authorization": f"Bearer {TEST_KEY}"})
+        assert r.status_code == 200, r.text
+    [sent] = money.exchanges()
+    usage = sent.usage or {}
+    hour = usage["cache_creation"]["ephemeral_1h_input_tokens"]
+    assert hour == usage["cache_creation_input_tokens"] > 1024
+    assert money.breaches() == []
+    spent, expected = money.settled()
+    assert spent == expected > 0
