@@ -30,7 +30,7 @@ import os
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from prometheus_client import Counter
@@ -83,7 +83,15 @@ class JournalEntry:
 
     @classmethod
     def from_line(cls, line: bytes) -> JournalEntry:
-        return cls(**json.loads(line))
+        """A journalled entry; fields this version does not know (a newer replica wrote
+        the line) are left out, so a fleet mid-upgrade, or rolled back, bills it still."""
+        data = json.loads(line)
+        if isinstance(data, dict) and not data.keys() <= _FIELDS:
+            data = {k: v for k, v in data.items() if k in _FIELDS}
+        return cls(**data)
+
+
+_FIELDS = frozenset(f.name for f in fields(JournalEntry))
 
 
 def _size(path: Path) -> int:

@@ -109,3 +109,20 @@ def test_local_allowance_caps_spend_and_rate_per_team() -> None:
     assert allowance.admit("a", 0, minute=2, ceiling=None) is None
     allowance.forget_spent()
     assert allowance.committed("a") == 60  # the in-flight reservation still counts
+
+
+def test_a_line_a_newer_replica_wrote_is_replayed_without_its_new_fields(tmp_path: Path) -> None:
+    """Replicas that share a data_dir replay each other's journals: a line with a field
+    this version does not know (written by a newer one, or before a rollback) is billed,
+    not quarantined as unreadable."""
+    line = _entry(7).to_line().rstrip(b"}\n") + b',"tokens_in_a_later_version":5}\n'
+    assert JournalEntry.from_line(line) == _entry(7)
+    journal = SpendJournal(tmp_path, "old")
+    journal._append_sync(line)
+    applied: list[JournalEntry] = []
+
+    async def apply(entry: JournalEntry) -> None:
+        applied.append(entry)
+
+    asyncio.run(SpendJournal(tmp_path, "reader").replay(apply))
+    assert applied == [_entry(7)]
