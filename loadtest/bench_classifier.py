@@ -2,6 +2,15 @@
 
     TIKTOKEN_CACHE_DIR=/work/shared/tiktoken python -m loadtest.bench_classifier [--artifact PATH]
     python -m loadtest.bench_classifier --encoder     # and the reading encoder's, and the choice
+    python -m loadtest.bench_classifier --gap-ms 20   # each score after 20 ms idle
+    python -m loadtest.bench_classifier --served      # inside routegate serve (the demo config)
+
+A score repeated back to back runs with the classifier's tables in the CPU's
+caches; on the request path it runs after other work or after idle, and costs
+several times as much (``--gap-ms``). ``--served`` measures it where it runs:
+the demo config's gateway, ``model: auto`` requests at ``--concurrency``, the
+gateway's own ``routegate_classifier_seconds`` histogram read before and after
+(its buckets bound the quantiles: "<= 1000" is between 750 and 1,000 µs).
 
 Prompts are built from English words, a code snippet and digits so the n-gram
 hashing, markers and skill classifier all do real work. Token counts are
@@ -42,12 +51,15 @@ def make_prompt(n_tokens: int, seed: int) -> str:
     return text
 
 
-def measure(model: ComplexityModel, prompts: list[str], repeats: int) -> tuple[float, float]:
+def measure(model: ComplexityModel, prompts: list[str], repeats: int,
+            gap_s: float = 0.0) -> tuple[float, float]:
     for text in prompts[:20]:
         model.score(text)  # warm caches
     times = []
     for _ in range(repeats):
         for text in prompts:
+            if gap_s:
+                time.sleep(gap_s)
             start = time.perf_counter()
             model.score(text)
             times.append(time.perf_counter() - start)
@@ -107,13 +119,83 @@ def print_encoder(repeats: int, classifier_p99_us: float) -> None:
           "--labels FILE --compare-encoder (on a team's own labels).")
 
 
+def histogram(text: str) -> dict[float, float]:
+    """``routegate_classifier_seconds``' cumulative buckets (upper bound -> count)."""
+    import re
+    return {float(le): float(v) for le, v in re.findall(
+        r'^routegate_classifier_seconds_bucket\{le="([^"]+)"\} (\S+)$', text, re.M)}
+
+
+def bucket_quantile(before: dict[float, float], after: dict[float, float], q: float) -> float:
+    """The upper bound of the bucket that holds the ``q`` quantile of what came between."""
+    counts = {le: after[le] - before.get(le, 0.0) for le in sorted(after)}
+    total = counts[float("inf")]
+    return next(le for le, n in counts.items() if n >= q * total)
+
+
+def served(artifact: Path | None, requests: int, concurrency: int) -> None:
+    """The classifier's time inside ``routegate serve`` (the demo config), by prompt length."""
+    import asyncio
+    import uuid
+
+    import httpx
+    import yaml
+
+    from loadtest.servers import REPO, run_gateway
+
+    config = yaml.safe_load((REPO / "config" / "routegate.yaml").read_text())
+    config["redis_url"] = "redis://127.0.0.1:6379/0"
+    config["budget"] = {**config.get("budget", {}), "key_prefix": f"rgbench-{uuid.uuid4().hex[:8]}"}
+    if artifact is not None:
+        config.setdefault("routing", {})["classifier"] = str(artifact.resolve())
+    key = {"authorization": "Bearer sk-routegate-demo"}
+
+    async def drive(url: str, prompts: list[str], count: int) -> None:
+        left = list(range(count))
+        async with httpx.AsyncClient(timeout=120) as client:
+            async def worker() -> None:
+                while left:
+                    text = prompts[left.pop() % len(prompts)]
+                    r = await client.post(url + "/v1/chat/completions", headers=key, json={
+                        "model": "auto", "max_tokens": 1,
+                        "messages": [{"role": "user", "content": text}]})
+                    r.raise_for_status()
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+    print(f"inside routegate serve (config/routegate.yaml, classifier "
+          f"{artifact or config['routing'].get('classifier')}), {requests} auto requests per "
+          f"length at concurrency {concurrency}; bucket bounds in us:")
+    print(f"{'prompt':<12} {'p50 <=':>8} {'p99 <=':>8} {'under 1 ms':>11}")
+    with run_gateway(config) as gw:
+        for n in (50, 500, 2000):
+            prompts = [make_prompt(n, seed) for seed in range(50)]
+            asyncio.run(drive(gw.url, prompts, 20))            # warm
+            before = histogram(httpx.get(gw.url + "/metrics").text)
+            asyncio.run(drive(gw.url, prompts, requests))
+            time.sleep(1.5)                                     # the metrics' batched flush
+            after = histogram(httpx.get(gw.url + "/metrics").text)
+            total = after[float("inf")] - before.get(float("inf"), 0.0)
+            under = (after[0.001] - before.get(0.001, 0.0)) / total
+            print(f"{n:>5} tokens {bucket_quantile(before, after, 0.5) * 1e6:8.0f} "
+                  f"{bucket_quantile(before, after, 0.99) * 1e6:8.0f} {under:11.3f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--artifact", type=Path, default=None)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--encoder", action="store_true",
                         help="also the reading encoder's cost by length, and the choice")
+    parser.add_argument("--gap-ms", type=float, default=0.0,
+                        help="idle this long before each score (the request path's cold caches)")
+    parser.add_argument("--served", action="store_true",
+                        help="inside routegate serve (the demo config), from its histogram")
+    parser.add_argument("--requests", type=int, default=400, help="--served: per length")
+    parser.add_argument("--concurrency", type=int, default=4, help="--served")
     args = parser.parse_args()
+    if args.served:
+        served(args.artifact, args.requests, args.concurrency)
+        return 0
     model = ComplexityModel.load(args.artifact)
     counter = counter_for("o200k_base")
     cases = [(f"{n} tokens", [make_prompt(n, seed) for seed in range(50)]) for n in (50, 500, 2000)]
@@ -124,7 +206,8 @@ def main() -> int:
     p99_2000 = 0.0
     for name, prompts in cases:
         tokens = statistics.median(counter.count_text(p) for p in prompts[:5])
-        p50, p99 = measure(model, prompts, args.repeats)
+        p50, p99 = measure(model, prompts, args.repeats if not args.gap_ms
+                           else max(1, args.repeats // 5), args.gap_ms / 1000)
         p99_2000 = p99 if name == "2000 tokens" else p99_2000
         print(f"{name:<12} {tokens:8.0f} {p50:8.0f} {p99:8.0f}")
     if args.encoder:
