@@ -26,7 +26,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.types import LiveStats, Usage
+from core.types import LiveStats
+from core.usage import Usage
 
 if TYPE_CHECKING:
     from backends.sse import SSEEvent

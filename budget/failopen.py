@@ -18,6 +18,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from budget.scripts import ScopeFigures, SoftHard
+
+
+def hard_left(figures: ScopeFigures, limits: SoftHard) -> int | None:
+    """Nano-USD a team has left under its hard limits, as Redis last said (its spend
+    and holds then), or None without a hard limit: the ceiling of its allowance."""
+    left = [hard - spent - figures.reserved
+            for hard, spent in ((limits.daily_hard, figures.spent_day),
+                                (limits.monthly_hard, figures.spent_month))
+            if hard is not None]
+    return max(0, min(left)) if left else None
+
 
 @dataclass
 class _TeamAllowance:

@@ -33,7 +33,7 @@ from typing import Any
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from budget.admin import AdminCalls
-from budget.failopen import LocalAllowance
+from budget.failopen import LocalAllowance, hard_left
 from budget.failures import DOWN_BACKOFF_S, REDIS_UNAVAILABLE, unreplayable
 from budget.journal import RELEASE_ONLY, JournalEntry, SpendJournal
 from budget.keys import Clock, KeySpace, Windows
@@ -342,13 +342,8 @@ class BudgetStore(AdminCalls):
 
     def _remaining(self, team: str, team_limits: Limits | None) -> int | None:
         """Hard budget left as last seen (config limits if never seen), or None."""
-        fig, lim = self._last.get(team) or (ScopeFigures(), SoftHard.from_limits(team_limits))
-        left = [
-            hard - spent - fig.reserved
-            for hard, spent in ((lim.daily_hard, fig.spent_day), (lim.monthly_hard, fig.spent_month))
-            if hard is not None
-        ]
-        return max(0, min(left)) if left else None
+        return hard_left(*(self._last.get(team)
+                           or (ScopeFigures(), SoftHard.from_limits(team_limits))))
 
     async def ping(self) -> bool:
         try:

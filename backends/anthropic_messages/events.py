@@ -27,7 +27,7 @@ from typing import Any
 
 from backends.anthropic_messages.errors import event_error
 from backends.anthropic_messages.from_wire import finish_reason, merged_usage, usage_json, usage_of
-from core.types import Usage
+from core.usage import Usage
 
 MAX_TOOL_CALLS = 128
 UNREADABLE = {"prompt_tokens": "unreadable", "completion_tokens": "unreadable"}

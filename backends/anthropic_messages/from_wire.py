@@ -1,7 +1,7 @@
 """An Anthropic Messages answer as OpenAI chat: pure, no network.
 
     chat = to_chat_completion(message, model="claude-haiku", created=1_700_000_000)
-    usage = usage_of(message["usage"])          # -> core.types.Usage, or None if unreadable
+    usage = usage_of(message["usage"])          # -> core.usage.Usage, or None if unreadable
     finish_reason("tool_use")                   # -> "tool_calls"
 
     content blocks    text -> ``content`` (joined), tool_use -> ``tool_calls`` (input as
@@ -21,7 +21,7 @@ Every count is the upstream's word: an input or output count that is not a
 non-negative integer makes the usage unreadable (None: billing counts for
 itself; the chat answer's ``usage`` then says "unreadable", so billing flags
 it), a cache count that is not one is 0 and flagged (``Usage.cache_anomaly``),
-and each is saturated at ``core.types.MAX_REPORTED_TOKENS``.
+and each is saturated at ``core.usage.MAX_REPORTED_TOKENS``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from core.types import MAX_REPORTED_TOKENS, UNREADABLE_USAGE, Usage, cache_count
+from core.usage import MAX_REPORTED_TOKENS, UNREADABLE_USAGE, Usage, cache_count
 
 FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
                   "max_tokens": "length", "model_context_window_exceeded": "length",
@@ -51,7 +51,7 @@ def _count(value: Any) -> int | None:
 def usage_of(usage: Any) -> Usage | None:
     """Anthropic's usage object as the gateway's ``Usage``; None when its input or
     output is unreadable. A cache figure that is not a count is 0, named in
-    ``cache_anomaly`` (``core.types.cache_count``, as every backend reads one)."""
+    ``cache_anomaly`` (``core.usage.cache_count``, as every backend reads one)."""
     if (not isinstance(usage, dict) or usage.get("input_tokens") is None
             or usage.get("output_tokens") is None):
         return None

@@ -34,7 +34,7 @@ from backends.sse import DONE, NativeEvent, SSEEvent
 from backends.stream import HTTPChunkStream, StreamMeter, StreamOwner
 from backends.transport import Response
 from core.errors import UpstreamError
-from core.types import Usage
+from core.usage import Usage
 
 
 class MessagesChunkStream(HTTPChunkStream):

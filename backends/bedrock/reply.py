@@ -11,7 +11,7 @@ cacheWriteInputTokens", AWS's prompt-caching guide), so ``prompt_tokens`` is
 their sum, ``cached_tokens`` the reads and ``cache_write_tokens`` the writes,
 each billed at its price (``gateway/money/pricing.py``). OpenAI's usage object
 carries them as ``prompt_tokens_details.cached_tokens`` and ``.cache_write_tokens``.
-A usage whose input or output cannot be read becomes ``core.types.UNREADABLE_USAGE``
+A usage whose input or output cannot be read becomes ``core.usage.UNREADABLE_USAGE``
 (billing counts for itself, and flags it); a bad cache figure is 0, and flagged.
 
 ``stopReason`` -> ``finish_reason``: end_turn and stop_sequence -> stop,
@@ -37,7 +37,7 @@ from typing import Any
 import orjson
 
 from core.errors import UpstreamError
-from core.types import MAX_REPORTED_TOKENS, UNREADABLE_USAGE, Usage, cache_count
+from core.usage import MAX_REPORTED_TOKENS, UNREADABLE_USAGE, Usage, cache_count
 
 FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
           "model_context_window_exceeded": "length", "tool_use": "tool_calls",
@@ -55,7 +55,7 @@ def read_usage(usage: Any) -> tuple[Usage | None, dict[str, Any] | None]:
     """Bedrock's ``usage`` as the gateway's Usage and OpenAI's usage object; (None, None)
     when it is missing or its input or output is not a count (billing then counts for
     itself). A cache figure that is not a count is 0, named in ``cache_anomaly``
-    (``core.types.cache_count``, as every backend reads one)."""
+    (``core.usage.cache_count``, as every backend reads one)."""
     if not isinstance(usage, dict):
         return None, None
     fresh, output = _tokens(usage.get("inputTokens")), _tokens(usage.get("outputTokens"))

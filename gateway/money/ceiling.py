@@ -42,7 +42,7 @@ from typing import Any
 import orjson
 
 from core.config import GatewayConfig, ModelFacts
-from core.types import NEGATIVE, OVER_CAP, UNREADABLE, Usage
+from core.usage import NEGATIVE, OVER_CAP, UNREADABLE, Usage
 from gateway.money.pricing import billed_nano, held_nano
 from gateway.money.prompt_meter import PromptMeter
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from budget.nanousd import cost_nanousd, usd
 from core.config import GatewayConfig, ModelFacts
-from core.types import Usage
+from core.usage import Usage
 
 
 def pool_rate(config: GatewayConfig, pool: str) -> float:

@@ -24,7 +24,7 @@ from budget.reservation import Reservation
 from budget.store import BudgetStore
 from core.budget_config import Limits
 from core.config import ModelFacts
-from core.types import Usage
+from core.usage import Usage
 from gateway.money.ceiling import Ceiling, Demand, Tariff
 
 

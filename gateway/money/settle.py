@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from budget.reservation import Progress, Reservation
 from budget.store import BudgetStore
 from core.config import ModelFacts
-from core.types import Usage
+from core.usage import Usage
 from gateway.money.ceiling import Billed, Ceiling, Demand, Tariff
 from gateway.money.metering import count_answer_tokens, count_relayed_tokens
 from gateway.money.pricing import cost_nano

@@ -16,7 +16,7 @@ from typing import Any
 from backends.base import Completion
 from core.config import ModelFacts
 from core.escalation_config import EscalationConfig
-from core.types import Usage
+from core.usage import Usage
 from gateway.pipeline.answers import HeldStream, completion_message
 from gateway.pipeline.request import CHAT, ModelRequest
 from policies.validators import check_answer, is_structured

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator
 from backends.base import ChunkStream
 from backends.sse import SSEEvent
 from core.errors import GatewayError, UpstreamTooLong
-from core.types import Usage
+from core.usage import Usage
 from gateway.money.ceiling import Ceiling, checked_usage_event, within
 from gateway.money.metering import count_relayed_tokens
 from gateway.protocols.base import StreamTranslator

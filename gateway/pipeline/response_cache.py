@@ -42,7 +42,7 @@ from backends.sse import DONE, SSEEvent
 from budget.nanousd import usd
 from core.cache_config import ResponseCacheConfig
 from core.config import ModelFacts
-from core.types import Usage
+from core.usage import Usage
 from gateway.auth import Caller
 from gateway.bulk import QuotaStore
 from gateway.money.reserve import Payer, settle_budget

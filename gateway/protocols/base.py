@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from core.errors import GatewayError
-from core.types import Usage
+from core.usage import Usage
 
 if TYPE_CHECKING:
     from backends.base import Completion

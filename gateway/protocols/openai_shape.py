@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from core.errors import GatewayError, InvalidRequest
-from core.types import Usage
+from core.usage import Usage
 from gateway.money.ceiling import with_usage
 from gateway.protocols.base import StreamTranslator
 

@@ -16,7 +16,7 @@ from openai.types.chat import ChatCompletionChunk
 from backends.anthropic_messages.events import ChatChunks
 from backends.sse import EventSplitter, SSEEvent
 from core.errors import UpstreamError, UpstreamOverloaded, UpstreamRejected
-from core.types import Usage
+from core.usage import Usage
 from gateway.pipeline.answers import stream_message
 
 FIXTURES = Path(__file__).parents[1] / "protocols" / "fixtures"

@@ -16,7 +16,7 @@ from openai.types.chat import ChatCompletion
 from backends.anthropic_messages.from_wire import to_chat_completion, usage_of
 from backends.anthropic_messages.to_wire import to_messages_body
 from core.errors import InvalidRequest
-from core.types import MAX_REPORTED_TOKENS, Usage
+from core.usage import MAX_REPORTED_TOKENS, Usage
 
 MODEL, CAP = "claude-test", 4096
 HI = {"role": "user", "content": "Hi"}

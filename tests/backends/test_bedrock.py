@@ -22,7 +22,7 @@ from core.errors import (
     UpstreamRateLimited,
     UpstreamRejected,
 )
-from core.types import Usage
+from core.usage import Usage
 from gateway.pipeline.tool_calls import ToolCalls
 from tests.providers.bedrock_server import ACCESS_KEY, REGION, SECRET_KEY, BedrockServer
 from tests.providers.loopback import in_loop, serve

@@ -11,7 +11,7 @@ import pytest
 
 from backends.bedrock.reply import ChunkTranslator, finish_reason, from_converse, read_usage
 from core.errors import UpstreamError
-from core.types import Usage
+from core.usage import Usage
 from gateway.pipeline.tool_calls import ToolCalls
 
 ANSWER = {

@@ -26,7 +26,7 @@ from backends.anthropic_messages.from_wire import merged_usage, usage_of
 from backends.bedrock.reply import read_usage
 from budget.nanousd import cost_nanousd
 from core.config import GatewayConfig, ModelConfig, ModelFacts, Price
-from core.types import Usage
+from core.usage import Usage
 from gateway.money.ceiling import Demand, Tariff
 from gateway.money.pricing import billed_nano
 from gateway.protocols.anthropic_messages.native import native_message

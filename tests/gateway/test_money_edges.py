@@ -22,7 +22,7 @@ from classifiers.length import counter_for
 from classifiers.prompt import structured_tokens, tools_text
 from core.config import ModelConfig, ModelFacts, Price
 from core.errors import InvalidRequest
-from core.types import Usage
+from core.usage import Usage
 from gateway.pipeline.dispatch import upstream_payload
 from gateway.pipeline.request import check_shape, structural_objects
 from gateway.protocols.anthropic_messages.parse import MessagesWire

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from backends.sse import SSEEvent
 from classifiers.length import counter_for
 from core.config import GatewayConfig, ModelConfig, ModelFacts, Price
-from core.types import Usage
+from core.usage import Usage
 from gateway.money.ceiling import Demand, Tariff
 from gateway.money.settle import Bill
 from gateway.pipeline.relay import StreamRelay

@@ -18,7 +18,7 @@ from pydantic import TypeAdapter
 
 from backends.base import ANTHROPIC_MESSAGES
 from backends.sse import NativeEvent, SSEEvent
-from core.types import Usage
+from core.usage import Usage
 from gateway.protocols.anthropic_messages.native import MessagesRelay, native_message
 from gateway.protocols.anthropic_messages.parse import MessagesWire
 from tests.providers.anthropic_server import stream_events

@@ -30,7 +30,7 @@ from anthropic.types import Message, RawMessageStreamEvent
 
 from backends.sse import SSEEvent
 from core.errors import UpstreamError
-from core.types import Usage
+from core.usage import Usage
 from gateway.protocols.anthropic_messages.parse import MessagesWire
 from gateway.protocols.anthropic_messages.stream import MessagesStream
 

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from core import errors
-from core.types import Usage
+from core.usage import Usage
 from gateway.protocols.anthropic_messages.errors import render_error
 from gateway.protocols.anthropic_messages.model import read_request
 from gateway.protocols.anthropic_messages.parse import (

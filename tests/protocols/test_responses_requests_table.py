@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from openai.types.responses import Response
 
-from core.types import Usage
+from core.usage import Usage
 from gateway.protocols.openai_responses.model import read_request
 from gateway.protocols.openai_responses.parse import ResponsesWire, translate
 from gateway.protocols.openai_responses.render import completed_response

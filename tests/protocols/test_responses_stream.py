@@ -22,7 +22,7 @@ from pydantic import TypeAdapter
 
 from backends.sse import SSEEvent
 from core.errors import UpstreamError
-from core.types import Usage
+from core.usage import Usage
 from gateway.protocols.openai_responses.model import read_request
 from gateway.protocols.openai_responses.parse import ResponsesWire, translate
 from gateway.protocols.openai_responses.render import assistant_message, completed_response

@@ -13,7 +13,8 @@ import pytest
 from backends.sse import SSEEvent
 from core.config import ModelConfig, Price
 from core.errors import RateLimited, ServiceUnavailable, UpstreamError
-from core.types import LiveStats, Usage
+from core.types import LiveStats
+from core.usage import Usage
 from scheduling.scheduler import PoolScheduler, ScheduledStream
 
 SLO_TTFT_S = 0.45

@@ -13,7 +13,7 @@ import httpx
 
 from backends.base import Completion, UpstreamCall
 from core.config import ModelConfig, Price, SimulateConfig
-from core.types import Usage
+from core.usage import Usage
 from loadtest.servers import run_simulator
 from sim.backend import SimulatedBackend
 from sim.prefix_cache import BLOCK_TOKENS, PrefixCache, block_hashes

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from core.errors import GatewayError
-from core.types import Usage
+from core.usage import Usage
 from gateway.pipeline.request import ModelRequest, load_object, off_loop
 from gateway.protocols.anthropic_messages.errors import render_error
 from gateway.protocols.anthropic_messages.native import MessagesRelay, native_message

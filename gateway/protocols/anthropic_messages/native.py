@@ -26,7 +26,7 @@ from backends.anthropic_messages.from_wire import merged_usage, usage_of
 from backends.base import ANTHROPIC_MESSAGES
 from backends.sse import NativeEvent, SSEEvent
 from core.errors import GatewayError
-from core.types import Usage
+from core.usage import Usage
 from gateway.protocols.anthropic_messages.parse import MessagesWire
 from gateway.protocols.anthropic_messages.render import usage_block
 from gateway.protocols.anthropic_messages.stream import MessagesStream, sse

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from core.types import Usage
+from core.usage import Usage
 from gateway.protocols.anthropic_messages.parse import MessagesWire
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",

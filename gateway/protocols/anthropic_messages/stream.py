@@ -26,7 +26,7 @@ import orjson
 
 from backends.sse import SSEEvent
 from core.errors import GatewayError
-from core.types import Usage
+from core.usage import Usage
 from gateway.pipeline.tool_calls import Piece, ToolCalls
 from gateway.protocols.anthropic_messages.errors import error_body, status_of
 from gateway.protocols.anthropic_messages.parse import MessagesWire

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from core.errors import GatewayError, NotFound
-from core.types import Usage
+from core.usage import Usage
 from gateway.pipeline.request import ModelRequest, load_object, off_loop
 from gateway.protocols.chat_body import chat_request
 from gateway.protocols.openai_responses.model import ResponsesRequest, read_request

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.types import Usage
+from core.usage import Usage
 from gateway.protocols.openai_responses.parse import ResponsesWire
 
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}

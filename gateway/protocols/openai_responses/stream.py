@@ -32,7 +32,7 @@ import orjson
 
 from backends.sse import SSEEvent
 from core.errors import GatewayError, RateLimited
-from core.types import Usage
+from core.usage import Usage
 from gateway.pipeline.tool_calls import Piece, ToolCalls
 from gateway.protocols.openai_responses.parse import ResponsesWire
 from gateway.protocols.openai_responses.render import (
