@@ -50,6 +50,11 @@ class BatchKeys:
     def results(self, batch_id: str) -> str:
         return f"{self.prefix}:{{{batch_id}}}:results"
 
+    def runs(self, batch_id: str) -> str:
+        """Hash: custom_id -> how many runs of the line have started (the last one's
+        generation: only it may record the line's answer)."""
+        return f"{self.prefix}:{{{batch_id}}}:runs"
+
     def finalizer(self, batch_id: str) -> str:
         return f"{self.prefix}:{{{batch_id}}}:finalizer"
 

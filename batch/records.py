@@ -76,6 +76,16 @@ def batch_object(fields: dict[str, str]) -> dict[str, Any]:
     return obj
 
 
+@dataclass(frozen=True, slots=True)
+class LineRun:
+    """One run of a batch line: its stable id (the same on every run) and the run's
+    generation (``BatchStore.start_line``): of two runs, the later one's bill stands
+    and only it may record the line's answer."""
+
+    id: str
+    generation: int
+
+
 def line_id(batch_id: str, custom_id: str) -> str:
     """A stable id for one line of one batch: the same on every retry of it."""
     return "batch_req_" + hashlib.sha256(f"{batch_id}\0{custom_id}".encode()).hexdigest()[:32]

@@ -3,8 +3,8 @@
     store = BatchStore(redis, BatchKeys("rgb"))
     fields = await store.create(owner, input_file_fields, window="24h", window_s=86400,
                                 metadata=None, now=time.time(), output_expires_s=None)
-    await store.start_line(batch_id, custom_id, now)    # the gate: "go", "stop", ...
-    await store.record(batch_id, custom_id, value, ok=True, tokens=(12, 30))
+    gate, run = await store.start_line(batch_id, custom_id, now)   # ("go", 1), ("stop", 0)...
+    await store.record(batch_id, custom_id, value, ok=True, tokens=(12, 30), run=run)
 
 A batch is one hash (``meta``) plus its results hash, both under the batch's
 hash tag; per-team sorted sets list them, and ``active`` holds the ids the
@@ -113,17 +113,22 @@ class BatchStore:
         return _str(prev) if prev else None
 
 
-    async def start_line(self, batch_id: str, custom_id: str, now: float) -> str:
-        reply = await self._start(keys=[self.keys.meta(batch_id), self.keys.results(batch_id)],
-                                  args=[now, custom_id])
-        return _str(reply)
+    async def start_line(self, batch_id: str, custom_id: str, now: float) -> tuple[str, int]:
+        """(the gate: go, done, wait, stop, expired or gone; for go, the run's
+        generation: 1 for the line's first run, 2 for a run taken over, ...)."""
+        gate, run = await self._start(keys=[self.keys.meta(batch_id),
+                                             self.keys.results(batch_id),
+                                             self.keys.runs(batch_id)], args=[now, custom_id])
+        return _str(gate), int(run)
 
     async def record(self, batch_id: str, custom_id: str, value: bytes, *, ok: bool,
-                     tokens: tuple[int, int]) -> tuple[int, int, int]:
-        """(1 if recorded now, 0 if it already was, -1 if sealed; lines done; total)."""
+                     tokens: tuple[int, int], run: int) -> tuple[int, int, int]:
+        """(1 if recorded now, 0 if it already was, -1 if sealed, -2 if a later run
+        of the line started: only the last may record; lines done; total)."""
         reply = await self._record(
-            keys=[self.keys.meta(batch_id), self.keys.results(batch_id)],
-            args=[custom_id, value, "completed" if ok else "failed", tokens[0], tokens[1]])
+            keys=[self.keys.meta(batch_id), self.keys.results(batch_id),
+                  self.keys.runs(batch_id)],
+            args=[custom_id, value, "completed" if ok else "failed", tokens[0], tokens[1], run])
         return int(reply[0]), int(reply[1]), int(reply[2])
 
     async def still_open(self, batch_id: str, now: float) -> bool:
@@ -165,7 +170,7 @@ class BatchStore:
     async def finish(self, batch_id: str, token: str, output_file_id: str | None,
                      error_file_id: str | None, now: float | None = None) -> bool:
         keys = [self.keys.meta(batch_id), self.keys.finalizer(batch_id),
-                self.keys.results(batch_id)]
+                self.keys.results(batch_id), self.keys.runs(batch_id)]
         stamp = int(now if now is not None else time.time())
         return bool(await self._finish(keys=keys, args=[token, stamp, output_file_id or "",
                                                        error_file_id or ""]))

@@ -4,10 +4,11 @@
     task = asyncio.create_task(worker.run())     # until cancelled
     await worker.aclose()
 
-``run_line(owner, url, body, line_id) -> LineAnswer(status, body, headers)`` is
-injected: the gateway passes its request pipeline, tests may pass anything,
-and this package never imports the gateway. At most ``concurrency`` lines run
-per replica; entries are read only when a slot is free, so a busy replica
+``run_line(owner, url, body, run) -> LineAnswer(status, body, headers)`` is
+injected (``run``: the line's stable id and this run's generation, ``LineRun``):
+the gateway passes its request pipeline, tests may pass anything, and this
+package never imports the gateway. At most ``concurrency`` lines run per
+replica; entries are read only when a slot is free, so a busy replica
 never hoards work another could do.
 
 A line refused with 429 for a rate (the team's rpm/tpm, an upstream's limit,
@@ -35,7 +36,7 @@ from batch.blobs import BlobMissing
 from batch.files import FileStore
 from batch.lifecycle import Lifecycle
 from batch.queue import WorkItem, WorkQueue
-from batch.records import Owner, line_id, result_line
+from batch.records import LineRun, Owner, line_id, result_line
 from batch.store import BatchStore
 from core.aio import raise_if_cancelled
 from core.batch_config import BatchSettings
@@ -51,7 +52,7 @@ class LineAnswer(NamedTuple):
     headers: Mapping[str, str] = MappingProxyType({})
 
 
-RunLine = Callable[[Owner, str, dict[str, Any], str], Awaitable[LineAnswer]]
+RunLine = Callable[[Owner, str, dict[str, Any], LineRun], Awaitable[LineAnswer]]
 INTERNAL = LineAnswer(500, {"error": {
     "message": "The gateway hit an internal error running this request.",
     "type": "server_error", "param": None, "code": "internal_error"}})
@@ -207,7 +208,7 @@ class BatchWorker:
             return False
         request = orjson.loads(raw)
         custom_id = request["custom_id"]
-        gate = await self._gate(item.batch_id, custom_id)
+        gate, generation = await self._gate(item.batch_id, custom_id)
         if gate == "wait":
             return False
         if gate == "expired":
@@ -215,8 +216,9 @@ class BatchWorker:
         if gate != "go":
             return True
         try:
+            run = LineRun(line_id(item.batch_id, custom_id), generation)
             answer = await self._call(owner, request["url"], request["body"], item.batch_id,
-                                      custom_id)
+                                      run)
         except BaseException:
             await asyncio.shield(self.store.abandon_line(item.batch_id))
             raise
@@ -227,31 +229,38 @@ class BatchWorker:
         ok = 200 <= status < 300
         value = b"%d\t%s\t%s" % (item.index, b"o" if ok else b"e",
                                   result_line(item.batch_id, custom_id, status, body))
-        _, done, total = await self.store.record(item.batch_id, custom_id, value, ok=ok,
-                                                 tokens=_tokens(body))
+        added, done, total = await self.store.record(item.batch_id, custom_id, value, ok=ok,
+                                                     tokens=_tokens(body), run=generation)
+        if added == -2:
+            # Taken over while this run stalled: the later run records the line (and
+            # its bill stands). Left pending for it: an ack would lose the line if
+            # that run's replica died too.
+            log.info("batch %s line %d: a later run of it started; its answer is kept",
+                     item.batch_id, item.index)
+            return False
         if done >= total:
             await self.lifecycle.advance(item.batch_id)
         return True
 
-    async def _gate(self, batch_id: str, custom_id: str) -> str:
+    async def _gate(self, batch_id: str, custom_id: str) -> tuple[str, int]:
         # "validating" lasts while the creator enqueues (about a second).
         deadline = time.monotonic() + VALIDATING_WAIT_S
         while True:
-            gate = await self.store.start_line(batch_id, custom_id, time.time())
+            gate, generation = await self.store.start_line(batch_id, custom_id, time.time())
             if gate != "wait" or time.monotonic() > deadline:
-                return gate
+                return gate, generation
             await asyncio.sleep(0.1)
 
     async def _call(self, owner: Owner, url: str, body: dict[str, Any], batch_id: str,
-                    custom_id: str) -> LineAnswer | None:
+                    run: LineRun) -> LineAnswer | None:
         """The line's answer: a 503 is retried ``line_retries`` times, a rate limit waited
         out; None when the batch stopped (cancel, expiry) while the line waited."""
         delay, retries = self.settings.retry_backoff_s, 0
         while True:
             try:
-                answer = await self.run_line(owner, url, body, line_id(batch_id, custom_id))
+                answer = await self.run_line(owner, url, body, run)
             except Exception:
-                log.exception("batch %s: line %r raised", batch_id, custom_id)
+                log.exception("batch %s: line %s raised", batch_id, run.id)
                 return INTERNAL
             if rate_limited(answer):
                 wait = rate_wait_s(answer.headers, max(self.settings.retry_backoff_s, 1.0))

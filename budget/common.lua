@@ -42,26 +42,72 @@ end
 -- hold as p = {d = day, m = model, k = key, i = input, o = output, c = nano-USD})
 -- is billed when its hold expires, once: the id is marked settled, so a settle
 -- that arrives after all (a replica that was only cut off) is a duplicate.
+-- A stable id's (a batch line's; p.s = its run's order, p.x = how long its bill
+-- is kept, s) is kept as settle.lua keeps a settle's, in T:once and T:once:bill:
+-- it replaces the bill of an earlier run, and a later run's settle, or its own
+-- run's, replaces it.
 local TAG = string.match(KEYS[1], '^(.*):res:exp$')
-local function bill_progress(id, p)
-  local day = p.d
+
+local function minus(amount)     -- negate(), but '0' for zero ("-0" is no integer to Redis)
+  if tonumber(amount) == 0 then return '0' end
+  return negate(amount)
+end
+
+local function kept_fields(kept)
+  local p = {}
+  for part in string.gmatch(kept .. '|', '([^|]*)|') do p[#p + 1] = part end
+  return p
+end
+
+local function add_bill(day, key, model, input, output, cost, requests)
   local d, m = TAG .. ':d:' .. day, TAG .. ':m:' .. string.sub(day, 1, 7)
-  local l, settled = TAG .. ':ledger:' .. day, TAG .. ':settled:' .. day
-  if redis.call('SISMEMBER', settled, id) == 1 then return end
-  local cost = string.format('%.0f', tonumber(p.c))
+  local l = TAG .. ':ledger:' .. day
   add(d, 'team', cost)
   add(m, 'team', cost)
-  if p.k ~= '' then
-    add(d, 'k:' .. p.k, cost)
-    add(m, 'k:' .. p.k, cost)
+  if key ~= '' then
+    add(d, 'k:' .. key, cost)
+    add(m, 'k:' .. key, cost)
   end
-  add(l, p.m .. '|requests', '1')
-  add(l, p.m .. '|input_tokens', string.format('%.0f', tonumber(p.i)))
-  add(l, p.m .. '|output_tokens', string.format('%.0f', tonumber(p.o)))
-  add(l, p.m .. '|cost_nanousd', cost)
-  redis.call('SADD', settled, id)
-  for key, ttl in pairs({[d] = DAY_TTL_S, [m] = MONTH_TTL_S, [l] = LEDGER_TTL_S,
-                         [settled] = SETTLED_TTL_S}) do
+  add(l, model .. '|requests', requests)
+  add(l, model .. '|input_tokens', input)
+  add(l, model .. '|output_tokens', output)
+  add(l, model .. '|cost_nanousd', cost)
+  return d, m, l
+end
+
+local function bill_progress(id, p, now)
+  local day = p.d
+  local settled = TAG .. ':settled:' .. day
+  if redis.call('SISMEMBER', settled, id) == 1 then return end
+  local once, bills = TAG .. ':once', TAG .. ':once:bill'
+  if p.s ~= nil and redis.call('ZSCORE', once, id) then
+    local kept = redis.call('HGET', bills, id)
+    if not kept then return end
+    local k = kept_fields(kept)
+    if tonumber(p.s) <= tonumber(k[1]) then return end
+    if redis.call('EXISTS', TAG .. ':d:' .. k[2]) == 1 then
+      add_bill(k[2], k[3], k[4], minus(k[5]), minus(k[6]), minus(k[7]), '-1')
+      local l = TAG .. ':ledger:' .. k[2]
+      add(l, k[4] .. '|cached_tokens', minus(k[8] or '0'))
+      add(l, k[4] .. '|cache_write_tokens', minus(k[9] or '0'))
+    end
+  end
+  local cost = string.format('%.0f', tonumber(p.c))
+  local input, output = string.format('%.0f', tonumber(p.i)), string.format('%.0f', tonumber(p.o))
+  local d, m, l = add_bill(day, p.k, p.m, input, output, cost, '1')
+  local ttls = {[d] = DAY_TTL_S, [m] = MONTH_TTL_S, [l] = LEDGER_TTL_S}
+  if p.s ~= nil then
+    local ttl_ms = math.max(tonumber(p.x) or 0, 3600) * 1000
+    redis.call('ZADD', once, now + ttl_ms, id)
+    redis.call('PEXPIRE', once, ttl_ms)
+    redis.call('HSET', bills, id, table.concat({string.format('%.0f', tonumber(p.s)), day, p.k,
+                                                p.m, input, output, cost, '0', '0'}, '|'))
+    redis.call('PEXPIRE', bills, ttl_ms)
+  else
+    redis.call('SADD', settled, id)
+    ttls[settled] = SETTLED_TTL_S
+  end
+  for key, ttl in pairs(ttls) do
     if redis.call('TTL', key) < 0 then redis.call('EXPIRE', key, ttl) end
   end
 end
@@ -78,7 +124,7 @@ local function purge_expired(now)
     if not r then
       redis.call('ZREM', KEYS[1], id)
     elseif type(r.p) == 'table' then
-      bill_progress(id, r.p)
+      bill_progress(id, r.p, now)
     end
   end
 end

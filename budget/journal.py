@@ -70,8 +70,9 @@ class JournalEntry:
     # The id names work that may run again (a batch line): it stays settled for
     # budget.stable_id_ttl_s, whatever day it runs on (older lines lack it).
     stable: bool = False
-    # When a stable id's run started (ms, wall clock): a later run's bill replaces
-    # an earlier one, never the reverse (0: older lines, which replace nothing).
+    # A stable id's run order (a batch line's generation; lines of versions before
+    # it: the wall clock, ms): a later run's bill replaces an earlier one, never the
+    # reverse (0: older lines, which replace nothing).
     at_ms: int = 0
     # Of input_tokens, those read from a prompt cache, and those written to it
     # (0: older lines).

@@ -18,8 +18,8 @@ atomically. With T = ``{rg:search}``:
     T:once             ZSET  stable request id (a batch line) -> until (ms): settled
                              whatever day it runs again on       (budget.stable_id_ttl_s)
     T:once:bill        HASH  stable request id -> "at|day|key|model|in|out|cost|cached|
-                             written" (at: when the run started): the bill a run of the
-                             line started later replaces         (budget.stable_id_ttl_s)
+                             written" (at: the run's order, a batch line's generation):
+                             the bill a later run of the line replaces (stable_id_ttl_s)
 
 Windows are named by date, computed here in the configured timezone, so a
 new day starts a new key: nothing is ever reset or overwritten at midnight.

@@ -50,7 +50,8 @@ class Leases:
         still held. One call per team."""
         renewed = 0
         for team, holds in list(self._holds.items()):
-            args = [(rid, progress_json(res)) for rid, res in list(holds.items())]
+            args = [(rid, progress_json(res, self._scripts.stable_ttl_s))
+                    for rid, res in list(holds.items())]
             try:
                 renewed += await self._scripts.renew(team, args)
             except REDIS_UNAVAILABLE as exc:
@@ -73,11 +74,16 @@ class Leases:
                     log.exception("budget: renewing leases failed")
 
 
-def progress_json(res: Reservation) -> str:
-    """The hold's progress record for renew.lua ("" while there is none)."""
+def progress_json(res: Reservation, stable_ttl_s: int) -> str:
+    """The hold's progress record for renew.lua ("" while there is none). A stable
+    id's carries its run order (``s``) and how long its bill is kept (``x``, s):
+    billed at expiry, it is a run's bill like a settle's (``bill_progress``)."""
     progress = res.progress() if res.progress is not None else None
     if progress is None:
         return ""
     model, input_tokens, output_tokens, cost = progress
-    return json.dumps({"d": res.windows.day, "m": model, "k": res.key_id or "",
-                       "i": input_tokens, "o": output_tokens, "c": cost})
+    record = {"d": res.windows.day, "m": model, "k": res.key_id or "",
+              "i": input_tokens, "o": output_tokens, "c": cost}
+    if res.stable:
+        record |= {"s": res.run_order, "x": stable_ttl_s}
+    return json.dumps(record)

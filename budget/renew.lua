@@ -15,7 +15,10 @@ purge_expired(now)
 local renewed = 0
 for i = 2, #ARGV, 2 do
   local id, progress = ARGV[i], ARGV[i + 1]
-  if redis.call('ZADD', KEYS[1], 'XX', 'CH', now + ttl_ms, id) == 1 then
+  -- (ZSCORE, not ZADD XX CH: a renewal in the millisecond of the reserve changes no
+  -- score, and CH would count it as gone)
+  if redis.call('ZSCORE', KEYS[1], id) then
+    redis.call('ZADD', KEYS[1], now + ttl_ms, id)
     renewed = renewed + 1
     if progress ~= '' then
       local raw = redis.call('HGET', KEYS[2], id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,9 +21,10 @@ class Reservation:
     ``local`` marks a fail-open reservation held in this replica's memory.
     ``stable`` marks an id that may be settled again on another day (a batch
     line run again): its settle stays idempotent for ``stable_id_ttl_s``, and of
-    two runs the bill of the one that started later (``started_ms``, wall clock)
-    stands: a run taken over from a stalled replica is the one whose answer the
-    batch keeps, even when the stalled one settles after it.
+    two runs the bill of the higher ``run_order`` stands: a batch line's run is
+    numbered by Redis when it starts (``batch/scripts.py``, START_LINE), and only
+    the highest-numbered run may record its answer, so the bill is the recorded
+    answer's whichever run settles, or has its hold expire, first.
     """
 
     request_id: str
@@ -37,7 +37,7 @@ class Reservation:
     soft_limited: bool
     local: bool = False
     stable: bool = False   # request_id names work that may run again (a batch line)
-    started_ms: int = 0    # a stable id's: when this run reserved (wall clock, ms)
+    run_order: int = 0     # a stable id's: which run this is (a batch line's generation)
     # What the request has run up so far: (model, input tokens, output tokens,
     # nano-USD), or None before anything was. Its lease renewals record it in the
     # hold, which is billed that much if this replica dies before settling.
@@ -58,7 +58,8 @@ class Reservation:
             output_tokens=output_tokens,
             cost_nanousd=cost,
             stable=self.stable,
-            at_ms=(self.started_ms or time.time_ns() // 1_000_000) if self.stable else 0,
+            at_ms=self.run_order if self.stable else 0,
             cached_tokens=cached_tokens,
             cache_write_tokens=cache_write_tokens,
         )
+

@@ -167,7 +167,7 @@ class BudgetScripts:
                  stable_id_ttl_s: int = 14 * 86400) -> None:
         self._keys = keys
         self._ttl_ms = reservation_ttl_s * 1000
-        self._stable_ttl_s = stable_id_ttl_s
+        self.stable_ttl_s = stable_id_ttl_s
         self._reserve = redis.register_script(_lua("reserve.lua"))
         self._settle = redis.register_script(_lua("settle.lua"))
         self._renew = redis.register_script(_lua("renew.lua"))
@@ -224,13 +224,14 @@ class BudgetScripts:
     ) -> asyncio.Future[SettleReply]:
         """Settle one request; the future has its reply, or the batch call's error.
         A ``stable`` id stays settled for ``stable_id_ttl_s``, on any day; settled
-        again with a later ``at_ms`` (a run started later), its bill replaces the first."""
+        again with a later ``at_ms`` (the run's order: a batch line's generation), its
+        bill replaces the first; with the same, a bill its expired hold left."""
         group = ("settle", team, windows)
         batch = self._batches.get(group)
         if batch is None or len(batch.futures) >= BATCH_MAX:
             batch = self._open(group, self._settle, self._keys.settle_keys(team, windows),
                                [DAY_TTL_S, MONTH_TTL_S, LEDGER_TTL_S, SETTLED_TTL_S,
-                                self._stable_ttl_s], SettleReply.parse_batch, SETTLE_WINDOW_S)
+                                self.stable_ttl_s], SettleReply.parse_batch, SETTLE_WINDOW_S)
         batch.args += (request_id, key_id or "", model, input_tokens, output_tokens, cost,
                        1 if stable else 0, at_ms, cached_tokens, cache_write_tokens)
         return batch.join()

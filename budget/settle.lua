@@ -7,10 +7,13 @@
 -- longer than any batch window, and its bill is kept in T:once:bill: a line
 -- run again because its first result was lost (the replica died between its
 -- settle and its record, or stalled and was taken over) is billed once, for
--- the answer it delivers. The settle of the run that started later takes the
--- earlier run's bill back from the windows and the ledger it went to and bills
--- its own, whichever settles first; the settle of an earlier-started run (a
--- stalled replica resuming, a journal replayed late) changes nothing.
+-- the answer it delivers. Each run has an order (a batch line's generation,
+-- which Redis gives it as it starts; only the last-started run may record its
+-- answer): the settle of a later run takes the earlier run's bill back from
+-- the windows and the ledger it went to and bills its own, whichever settles
+-- first, and so does a run's own settle after its expired hold was billed
+-- what it had run up (bill_progress, common.lua); the settle of an earlier
+-- run (a stalled replica resuming, a journal replayed late) changes nothing.
 -- A settle whose reservation already expired (or never reached Redis: a
 -- fail-open journal replay) still records the spend once.
 --
@@ -20,7 +23,7 @@
 -- ARGV: 1 day ttl  2 month ttl  3 ledger ttl  4 settled ttl  5 stable id ttl
 --       (all in s), then ten per request: request id, key id ('' = none),
 --       model, input tokens, output tokens, cost (nano-USD), stable (1|0),
---       started at (ms, the gateway's clock; 0 unless stable), input tokens read
+--       run order (0 unless stable), input tokens read
 --       from a prompt cache, input tokens written to it
 --       (model '' = only release the request's hold, if any)
 -- Reply: {team d m r, then per request
@@ -104,9 +107,8 @@ end
 local function rebill(rid, key, model, input, output, cost, at, cached, written)
   local kept = redis.call('HGET', KEYS[10], rid)
   if not kept then return false end          -- settled before bills were kept
-  local p = {}
-  for part in string.gmatch(kept .. '|', '([^|]*)|') do p[#p + 1] = part end
-  if tonumber(at) <= tonumber(p[1]) then return false end
+  local p = kept_fields(kept)
+  if tonumber(at) == 0 or tonumber(at) < tonumber(p[1]) then return false end
   if p[2] == today or redis.call('EXISTS', tag .. ':d:' .. p[2]) == 1 then
     charge(p[2], p[3], p[4], p[5], p[6], p[7], '-1', negate, p[8] or '0', p[9] or '0')
   end

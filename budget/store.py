@@ -113,6 +113,7 @@ class BudgetStore(AdminCalls):
         max_cost_nanousd: int,
         max_tokens: int,
         stable: bool = False,
+        run_order: int = 0,
         counted: bool = True,
     ) -> Reservation:
         """Hold the worst-case cost; raise QuotaExceeded / RateLimited / ServiceUnavailable.
@@ -120,9 +121,11 @@ class BudgetStore(AdminCalls):
         ``max_tokens`` is the request's worst-case token count (prompt plus
         max output), counted against tpm until settle corrects it. ``stable``:
         the id may be settled again on another day (a batch line run again),
-        and must still bill once. ``counted``: False for the gateway's own work
-        (shadow answers), held against budgets but not against rpm and tpm,
-        which are the clients' (the local fail-open cap counts everything).
+        and must still bill once: of its runs, the bill of the highest ``run_order``
+        stands (a batch line's generation, from 1; 0 replaces no bill). ``counted``:
+        False for the gateway's own work (shadow answers), held against budgets
+        but not against rpm and tpm, which are the clients' (the local fail-open
+        cap counts everything).
         """
         now = self._keys.clock()
         windows = self._keys.windows(now)
@@ -138,13 +141,13 @@ class BudgetStore(AdminCalls):
                                   amount=max_cost_nanousd, tokens=max_tokens)
                 held = Reservation(request_id, team, key_id, model, max_cost_nanousd,
                                    max_tokens, windows, soft, stable=stable,
-                                   started_ms=time.time_ns() // 1_000_000 if stable else 0)
+                                   run_order=run_order if stable else 0)
                 self.leases.hold(held)
                 return held
         try:
             return replace(self._reserve_locally(
                 request_id, team, key_id, model, max_cost_nanousd, max_tokens, windows, team_limits
-            ), stable=stable, started_ms=time.time_ns() // 1_000_000 if stable else 0)
+            ), stable=stable, run_order=run_order if stable else 0)
         except GatewayError:
             if tried:
                 await self._release_lost(request_id, team, key_id, windows)

@@ -34,7 +34,7 @@ from batch import (
 )
 from batch.blob_probe import SharedStoreProbe
 from batch.blobs import BlobStore, ReadThroughBlobStore
-from batch.records import Owner
+from batch.records import LineRun, Owner
 from budget.redis_client import sync_redis
 from core.config import GatewayConfig
 from core.errors import AuthenticationFailed, NotFound, ServiceUnavailable
@@ -87,7 +87,7 @@ def line_runner(gw: AppState) -> Any:
     """``run_line`` for the worker: one batch line as a request of the batch's key."""
     from gateway.pipeline.serve import run_line as run_pipeline_line  # late: it sits above
 
-    async def run_line(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
+    async def run_line(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
         caller = gw.keyring.lookup(owner.team, owner.key_hash)
         if caller is None:
             exc = AuthenticationFailed("The API key that created this batch no longer exists.")
@@ -96,9 +96,11 @@ def line_runner(gw: AppState) -> Any:
         if door is None:
             missing = NotFound(f"This gateway does not serve {url}.")
             return LineAnswer(missing.status_code, missing.to_dict())
-        # The line's stable id: a line run again after a crash settles as a duplicate.
+        # The line's stable id: a line run again after a crash is billed once, for the
+        # run whose answer is recorded (the latest generation).
         status, raw, headers = await run_pipeline_line(gw, caller, door, body, pool="batch",
-                                                       request_id=line_id)
+                                                       request_id=run.id,
+                                                       run_order=run.generation)
         return LineAnswer(status, orjson.loads(raw), headers)
 
     return run_line

@@ -63,18 +63,20 @@ def worst_case(ceilings: dict[str, Ceiling], *, every_attempt_bills: bool = Fals
 
 async def reserve_budget(store: BudgetStore | None, payer: Payer, request_id: str, model: str,
                          ceilings: dict[str, Ceiling], *, every_attempt_bills: bool = False,
-                         stable: bool = False, counted: bool = True) -> Reservation | None:
+                         stable: bool = False, run_order: int = 0,
+                         counted: bool = True) -> Reservation | None:
     """``store`` None: budgets are off. ``stable``: ``request_id`` names work that may
     run again (a batch line), so its settle stays idempotent for as long as that work
-    may run. ``counted``: False for the gateway's own work, which the rate limits do
-    not count."""
+    may run (``run_order``: which run this is, ``BudgetStore.reserve``). ``counted``:
+    False for the gateway's own work, which the rate limits do not count."""
     if store is None:
         return None
     amount, tokens = worst_case(ceilings, every_attempt_bills=every_attempt_bills)
     return await store.reserve(
         request_id=request_id, team=payer.team, team_limits=payer.team_limits,
         key_id=payer.key_id, key_limits=payer.key_limits, model=model,
-        max_cost_nanousd=amount, max_tokens=tokens, stable=stable, counted=counted)
+        max_cost_nanousd=amount, max_tokens=tokens, stable=stable, run_order=run_order,
+        counted=counted)
 
 
 def settle_budget(store: BudgetStore, reservation: Reservation, model: ModelFacts | None,

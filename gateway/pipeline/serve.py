@@ -78,10 +78,12 @@ class Responder(Protocol):
 
 async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, str],
                 read_body: Callable[[], Awaitable[bytes]], *, caller: Caller | None = None,
-                pool: str | None = None, request_id: str | None = None,
+                pool: str | None = None, request_id: str | None = None, run_order: int = 0,
                 wait_settled: bool = False, own: bool = False) -> Outcome:
     """``request_id``: a stable id for work that may run again (a batch line
     after a crash), so its settle is idempotent; live requests get a fresh one.
+    ``run_order``: which run of it this is (a batch line's generation): of two
+    runs, the later one's bill stands.
     ``wait_settled``: return only once the spend is stored (Redis or the
     journal), for work that records its own result next (a batch line); a
     live request's task ends as soon as its answer is sent. ``own``: the
@@ -105,7 +107,8 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         if plan is not None and await answer_from_cache(gw, door, out, o, caller, req, plan):
             return o            # a hit: the finally still reports it
         work = _serve(gw, door, out, o, caller, req, attempts, bill, span,
-                      stable=request_id is not None, own=own, keep=plan is not None)
+                      stable=request_id is not None, run_order=run_order, own=own,
+                      keep=plan is not None)
         await (work if own or not caller.feedback else _tracked(gw, o, work))
     except ClientGone:
         o.status, o.error_code = 499, "client_closed_request"
@@ -235,7 +238,8 @@ def _report(o: Outcome, billed: Lines) -> None:
 
 async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: Caller,
                  req: ModelRequest, attempts: Attempts, bill: Bill, span: Span = NO_SPAN,
-                 stable: bool = False, own: bool = False, keep: bool = False) -> None:
+                 stable: bool = False, run_order: int = 0, own: bool = False,
+                 keep: bool = False) -> None:
     """``keep``: keep a stream's events, to store its answer (the response cache)."""
     stage = span.child("classify")
     features = await measure(req, gw.router.encodings, gw.router.scorer(req, caller),
@@ -260,7 +264,8 @@ async def _serve(gw: AppState, door: Door, out: Responder, o: Outcome, caller: C
     payer = Payer(caller.team_name, caller.team_limits, caller.key_id, caller.key_limits)
     bill.reservation = await reserve_budget(
         gw.budget if gw.switches.budget else None, payer, o.request_id, decision.model,
-        bill.ceilings, every_attempt_bills=check is not None, stable=stable, counted=not own)
+        bill.ceilings, every_attempt_bills=check is not None, stable=stable,
+        run_order=run_order, counted=not own)
     stage.end()
     if bill.reservation is not None:
         bill.reservation.progress = bill.progress      # what its lease renewals record
@@ -355,14 +360,14 @@ class CollectedAnswer:
 
 
 async def run_line(gw: AppState, caller: Caller, door: Door, body: dict, *,
-                   pool: str = "batch", request_id: str | None = None, own: bool = False
-                   ) -> tuple[int, bytes, dict[str, str]]:
+                   pool: str = "batch", request_id: str | None = None, run_order: int = 0,
+                   own: bool = False) -> tuple[int, bytes, dict[str, str]]:
     """One non-streamed request through the same pipeline as a live one.
 
     Returns (HTTP status, JSON body, response headers): the door's answer, or
     its error object. Never raises for a request's own failure. A line that
     runs again with the same ``request_id`` (its first run's result was lost)
-    is not billed again.
+    is not billed again: of its runs, the one of the highest ``run_order`` is billed.
     """
     body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
 
@@ -371,5 +376,5 @@ async def run_line(gw: AppState, caller: Caller, door: Door, body: dict, *,
 
     answer = CollectedAnswer()
     await serve(gw, door, answer, {}, read_body, caller=caller, pool=pool,
-                request_id=request_id, wait_settled=True, own=own)
+                request_id=request_id, run_order=run_order, wait_settled=True, own=own)
     return answer.status, answer.body, answer.headers

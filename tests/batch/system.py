@@ -12,7 +12,7 @@ import orjson
 import redis.asyncio
 
 from batch import BatchKeys, BatchStore, BatchWorker, DirectoryBlobStore, FileStore, WorkQueue
-from batch.records import Owner
+from batch.records import LineRun, Owner
 from batch.submit import submit_batch
 from batch.worker import LineAnswer, RunLine
 from core.batch_config import BatchSettings
@@ -25,13 +25,13 @@ def chat_line(custom_id: str, content: str = "hi") -> bytes:
                          "body": {"model": "m", "messages": [{"role": "user", "content": content}]}})
 
 
-async def echo_line(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
+async def echo_line(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
     """A deterministic stand-in upstream: 400 for content 'bad', else an echo."""
     content = body["messages"][0]["content"]
     if content == "bad":
         return LineAnswer(400, {"error": {"message": "bad", "type": "invalid_request_error",
                                           "param": None, "code": "bad"}})
-    return LineAnswer(200, {"id": line_id, "object": "chat.completion", "choices": [
+    return LineAnswer(200, {"id": run.id, "object": "chat.completion", "choices": [
         {"index": 0, "message": {"role": "assistant", "content": content}}],
         "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}})
 

@@ -9,7 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from batch.records import Owner
+from batch.records import LineRun, Owner
 from batch.worker import LineAnswer, rate_wait_s
 from tests.batch.system import OWNER, chat_line, echo_line, make_system
 
@@ -24,11 +24,11 @@ def test_rate_limited_lines_are_paced_without_using_line_retries(prefix: str, tm
                                                                   ) -> None:
     calls: dict[str, list[float]] = defaultdict(list)
 
-    async def limited(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
-        calls[line_id].append(time.monotonic())
-        if len(calls[line_id]) <= 3:
+    async def limited(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
+        calls[run.id].append(time.monotonic())
+        if len(calls[run.id]) <= 3:
             return refused("0.2")
-        return await echo_line(owner, url, body, line_id)
+        return await echo_line(owner, url, body, run)
 
     async def main() -> None:
         system = make_system(prefix, tmp_path, line_retries=0, concurrency=4)
@@ -48,7 +48,7 @@ def test_rate_limited_lines_are_paced_without_using_line_retries(prefix: str, tm
 
 def test_a_cancel_ends_the_wait_and_lists_the_lines_as_cancelled(prefix: str, tmp_path: Path
                                                                   ) -> None:
-    async def always_limited(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
+    async def always_limited(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
         return refused("30")
 
     async def main() -> None:
@@ -73,7 +73,7 @@ def test_a_cancel_ends_the_wait_and_lists_the_lines_as_cancelled(prefix: str, tm
 
 
 def test_the_completion_window_ends_the_wait(prefix: str, tmp_path: Path) -> None:
-    async def always_limited(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
+    async def always_limited(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
         return refused("30")
 
     async def main() -> None:

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from batch.records import Owner
+from batch.records import LineRun, Owner
 from batch.worker import LineAnswer
 from tests.batch.system import OWNER, chat_line, echo_line, make_system
 
@@ -49,15 +49,15 @@ def test_a_dead_workers_lines_are_taken_over(prefix: str, tmp_path: Path) -> Non
     """A worker that stops mid-line (no ack, no record) loses nothing, duplicates nothing."""
     calls: Counter[str] = Counter()
 
-    async def hang(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
-        calls[line_id] += 1
+    async def hang(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
+        calls[run.id] += 1
         await asyncio.sleep(3600)
         raise AssertionError("unreachable")
 
-    async def counted(owner: Owner, url: str, body: dict[str, Any], line_id: str
+    async def counted(owner: Owner, url: str, body: dict[str, Any], run: LineRun
                       ) -> LineAnswer:
-        calls[line_id] += 1
-        return await echo_line(owner, url, body, line_id)
+        calls[run.id] += 1
+        return await echo_line(owner, url, body, run)
 
     async def main() -> None:
         system = make_system(prefix, tmp_path, concurrency=4)
@@ -81,9 +81,9 @@ def test_a_dead_workers_lines_are_taken_over(prefix: str, tmp_path: Path) -> Non
 
 
 def test_cancel_stops_new_lines_and_keeps_what_completed(prefix: str, tmp_path: Path) -> None:
-    async def slow(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
+    async def slow(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
         await asyncio.sleep(0.05)
-        return await echo_line(owner, url, body, line_id)
+        return await echo_line(owner, url, body, run)
 
     async def main() -> None:
         system = make_system(prefix, tmp_path, concurrency=2)
@@ -108,9 +108,9 @@ def test_cancel_stops_new_lines_and_keeps_what_completed(prefix: str, tmp_path: 
 
 
 def test_expiry_writes_unrun_lines_as_batch_expired(prefix: str, tmp_path: Path) -> None:
-    async def slow(owner: Owner, url: str, body: dict[str, Any], line_id: str) -> LineAnswer:
+    async def slow(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
         await asyncio.sleep(0.05)
-        return await echo_line(owner, url, body, line_id)
+        return await echo_line(owner, url, body, run)
 
     async def main() -> None:
         system = make_system(prefix, tmp_path, concurrency=2)
@@ -157,15 +157,15 @@ def test_another_team_sees_nothing(prefix: str, tmp_path: Path) -> None:
 def test_transient_refusals_are_retried_but_quota_is_final(prefix: str, tmp_path: Path) -> None:
     seen: Counter[str] = Counter()
 
-    async def flaky(owner: Owner, url: str, body: dict[str, Any], line_id: str
+    async def flaky(owner: Owner, url: str, body: dict[str, Any], run: LineRun
                     ) -> LineAnswer:
-        seen[line_id] += 1
+        seen[run.id] += 1
         content = body["messages"][0]["content"]
         if content == "quota":
             return LineAnswer(429, {"error": {"code": "insufficient_quota", "message": "no"}})
-        if seen[line_id] <= 2:
+        if seen[run.id] <= 2:
             return LineAnswer(503, {"error": {"code": "service_unavailable", "message": "later"}})
-        return await echo_line(owner, url, body, line_id)
+        return await echo_line(owner, url, body, run)
 
     async def main() -> None:
         system = make_system(prefix, tmp_path, retry_backoff_s=0.01)

@@ -3,7 +3,8 @@
 The gateway's own state, started in this process on the shared Redis, and
 ``run_line`` (what the batch worker calls) run several times with one line id,
 as after worker crashes: every run is answered, the line is billed once, and
-the bill that stands is the last run's (the answer that gets recorded).
+the bill that stands is the last run's (the answer that gets recorded: the
+highest generation, ``batch/scripts.py``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from pathlib import Path
 
 import orjson
 
+from batch.records import LineRun, Owner
 from budget.nanousd import cost_nanousd
 from core.config import parse_config
+from gateway.batch_runner import line_runner
 from gateway.pipeline.serve import run_line
 from gateway.protocols.openai_chat import CHAT_DOOR
 from gateway.state import AppState
@@ -43,8 +46,9 @@ def test_a_line_run_twice_with_one_id_is_billed_once(tmp_path: Path) -> None:
             assert caller is not None
             line = f"batch_{uuid.uuid4().hex}-line-1"
             usages = set()
-            for _ in range(4):
-                status, answer, _ = await run_line(gw, caller, CHAT_DOOR, body, request_id=line)
+            for generation in range(1, 5):     # each run taken over from the last
+                status, answer, _ = await run_line(gw, caller, CHAT_DOOR, body, request_id=line,
+                                                   run_order=generation)
                 assert status == 200
                 last = orjson.loads(answer)["usage"]
                 usages.add(last["completion_tokens"])
@@ -55,9 +59,38 @@ def test_a_line_run_twice_with_one_id_is_billed_once(tmp_path: Path) -> None:
                 assert report["reserved_usd"] == 0
             assert len(usages) > 1   # the runs differed: the last one's bill replaced the first
             # A new line id is a new request, billed on its own.
-            await run_line(gw, caller, CHAT_DOOR, body, request_id=line + "0")
+            await run_line(gw, caller, CHAT_DOOR, body, request_id=line + "0", run_order=1)
             again = await gw.budget.usage("test", None)
             assert [row["requests"] for row in again["ledger"]] == [2]
+        finally:
+            await gw.aclose()
+
+    asyncio.run(main())
+
+
+def test_the_workers_runner_carries_the_runs_generation_into_the_bill(tmp_path: Path) -> None:
+    """``line_runner`` (what the worker calls with a ``LineRun``): run 2's bill replaces
+    run 1's, and run 1 running again after it (a stalled replica's retry) does not."""
+    body = {"model": "small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 64}
+
+    async def main() -> None:
+        gw = await AppState.start(parse_config(config(tmp_path)))
+        try:
+            owner = Owner("test", hashed(TEST_KEY))
+            runner = line_runner(gw)
+            line = f"batch_req_{uuid.uuid4().hex}"
+            billed = []
+            for generation in (1, 2, 1):
+                answer = await runner(owner, "/v1/chat/completions", body,
+                                      LineRun(line, generation))
+                assert answer.status == 200
+                usage = answer.body["usage"]
+                billed.append(cost_nanousd(usage["prompt_tokens"], usage["completion_tokens"],
+                                           0.5, 1.0))
+            report = await gw.budget.usage("test", None)
+            assert len(set(billed)) > 1       # the runs differed
+            assert report["spent_today_nanousd"] == billed[1]
+            assert [row["requests"] for row in report["ledger"]] == [1]
         finally:
             await gw.aclose()
 

@@ -1,0 +1,80 @@
+"""A line's runs are numbered as they start, and only the last-started may record it.
+
+A stalled worker's run that answers after another worker took its line over
+used to record first (and its answer stood, while the bill was the later
+run's). Now its record is refused and its entry left pending: if the run that
+took over dies too, a third takes the line, and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from batch.records import LineRun, Owner
+from batch.worker import LineAnswer
+from tests.batch.system import OWNER, chat_line, make_system
+
+
+def _answer(run: LineRun) -> LineAnswer:
+    return LineAnswer(200, {"id": run.id, "object": "chat.completion", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": f"run {run.generation}"}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": run.generation,
+                  "total_tokens": 3 + run.generation}})
+
+
+async def _until(check: Any, timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+def test_a_stalled_runs_late_answer_is_not_recorded_and_its_line_not_lost(
+        prefix: str, tmp_path: Path) -> None:
+    runs: list[LineRun] = []
+    resume_first = asyncio.Event()
+
+    async def stalls(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
+        runs.append(run)
+        await resume_first.wait()
+        return _answer(run)
+
+    async def hangs(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
+        runs.append(run)
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async def answers(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
+        runs.append(run)
+        return _answer(run)
+
+    async def main() -> None:
+        system = make_system(prefix, tmp_path)
+        try:
+            first = system.start_worker(stalls, name="first")
+            batch_id = await system.submit([chat_line("only")])
+            await _until(lambda: len(runs) == 1)
+            for task in first._loops:       # frozen: no heartbeat, its run still going
+                task.cancel()
+            second = system.start_worker(hangs, name="second")
+            await _until(lambda: len(runs) == 2)       # took the line over after claim_idle_s
+            for task in second._loops:      # and dies mid-answer
+                task.cancel()
+            resume_first.set()              # the first run answers now, after both started
+            await _until(lambda: not first._running)
+            batch = await system.batches.get(OWNER, batch_id)
+            assert batch["request_counts"]["completed"] == 0      # refused: a later run began
+            system.start_worker(answers, name="third")
+            batch = await system.wait_status(batch_id, {"completed"})
+            output = system.content(batch["output_file_id"])
+            assert [run.generation for run in runs] == [1, 2, 3]
+            assert len({run.id for run in runs}) == 1                 # one stable id
+            assert [line["response"]["body"]["choices"][0]["message"]["content"]
+                    for line in output] == ["run 3"]
+            assert batch["request_counts"] == {"total": 1, "completed": 1, "failed": 0}
+        finally:
+            await system.aclose()
+
+    asyncio.run(main())

@@ -1,0 +1,90 @@
+"""A batch line's runs, numbered by Redis as they start (``batch/scripts.py``), and the
+bill that stands: the highest-numbered run's, whichever settles first, and whether
+a run settled or had its expired hold billed what it had run up (``bill_progress``).
+
+Two orders used to bill another run than the one whose answer is recorded: a
+replica that died mid-answer had its hold's progress billed at expiry, after
+which the run that took the line over settled as a duplicate; and a run
+whose own hold lapsed while it stalled was billed its progress, not its answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from budget.store import BudgetStore
+from tests.budget.test_store import run
+
+LINE = "batch_req_0123456789abcdef"
+
+
+async def _run(store: BudgetStore, order: int) -> Any:
+    return await store.reserve(request_id=LINE, team="t", team_limits=None, key_id=None,
+                               key_limits=None, model="small", max_cost_nanousd=5000,
+                               max_tokens=100, stable=True, run_order=order)
+
+
+async def _dies_after(store: BudgetStore, held: Any, progress: tuple[str, int, int, int]) -> None:
+    """The run's lease records ``progress``, then its replica stops renewing it."""
+    held.progress = lambda: progress
+    assert await store.leases.renew() == 1
+    store.leases.release(held)
+    await asyncio.sleep(1.3)           # past budget.reservation_ttl_s (1 s)
+
+
+def _bill(report: dict[str, Any]) -> tuple[int, list[tuple[int, int, int]]]:
+    return report["spent_today_nanousd"], [
+        (row["requests"], row["input_tokens"], row["output_tokens"]) for row in report["ledger"]]
+
+
+def test_a_takeover_after_a_dead_runs_expired_hold_is_billed_not_a_duplicate(
+        tmp_path: Path, prefix: str) -> None:
+    async def body(store: BudgetStore, client: Any) -> None:
+        first = await _run(store, 1)
+        await _dies_after(store, first, ("small", 40, 10, 300))
+        second = await _run(store, 2)                # its reserve bills the dead hold first
+        assert _bill(await store.usage("t", None)) == (300, [(1, 40, 10)])
+        await store.settle(second, input_tokens=40, output_tokens=25, cost_nanousd=700)
+        report = await store.usage("t", None)
+        assert _bill(report) == (700, [(1, 40, 25)])  # the recorded run's (was 300)
+        assert report["reserved_usd"] == 0
+
+    run(tmp_path, prefix, body, reservation_ttl_s=1)
+
+
+def test_a_runs_settle_replaces_what_its_own_lapsed_hold_was_billed(
+        tmp_path: Path, prefix: str) -> None:
+    """A stalled replica's hold lapsed and was billed its progress; the replica
+    resumes, answers and settles: the answer's bill stands (the run records it)."""
+    async def body(store: BudgetStore, client: Any) -> None:
+        held = await _run(store, 1)
+        await _dies_after(store, held, ("small", 40, 10, 300))
+        await store.settle(held, input_tokens=40, output_tokens=25, cost_nanousd=700)
+        assert _bill(await store.usage("t", None)) == (700, [(1, 40, 25)])  # was 300
+        await store.settle(held, input_tokens=40, output_tokens=25, cost_nanousd=700)
+        assert _bill(await store.usage("t", None)) == (700, [(1, 40, 25)])  # replayed: same
+
+    run(tmp_path, prefix, body, reservation_ttl_s=1)
+
+
+def test_an_earlier_runs_lapsed_hold_never_replaces_a_later_runs_bill(
+        tmp_path: Path, prefix: str) -> None:
+    """Run 2 settled; run 1's hold (the same id's, renewed by its stalled replica with
+    what it had run up) lapses after: run 2's bill stands, and nothing is added."""
+    async def body(store: BudgetStore, client: Any) -> None:
+        second = await _run(store, 2)
+        await store.settle(second, input_tokens=40, output_tokens=25, cost_nanousd=700)
+        first = await _run(store, 1)             # the stalled run's retry holds again
+        await _dies_after(store, first, ("small", 40, 30, 900))
+        later = await store.reserve(request_id="req_other", team="t", team_limits=None,
+                                    key_id=None, key_limits=None, model="small",
+                                    max_cost_nanousd=10, max_tokens=1)   # purges the lapsed hold
+        await store.settle(later, input_tokens=0, output_tokens=0, cost_nanousd=0)
+        report = await store.usage("t", None)
+        assert report["spent_today_nanousd"] == 700
+        assert report["reserved_usd"] == 0
+        assert sum(row["output_tokens"] for row in report["ledger"]) == 25
+
+    run(tmp_path, prefix, body, reservation_ttl_s=1)
