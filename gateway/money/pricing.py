@@ -61,13 +61,14 @@ def billed_nano(model: ModelFacts, usage: Usage, rate: float = 1.0) -> int:
 
 
 def cost_usd(model: ModelFacts, prompt_tokens: int, output_tokens: int, rate: float = 1.0,
-             cached: int = 0, written: int = 0) -> float:
+             cached: int = 0, written: int = 0, hour: bool = False) -> float:
     """Predicted cost for ranking candidates: a float is enough, and cheaper.
     ``cached``: prompt tokens the model probably holds in its prompt cache; ``written``:
-    those it will write there (a breakpoint cache's), at the cache-write price."""
+    those it will write there (a breakpoint cache's), at the cache-write price, or with
+    ``hour`` (kept an hour) at ``cache_write_1h_per_mtok``."""
     p = model.price
     prompt = ((prompt_tokens - cached - written) * p.input_per_mtok + cached * p.cached_input
-              + written * p.cache_write)
+              + written * (p.cache_write_1h if hour else p.cache_write))
     return (prompt + output_tokens * p.output_per_mtok) * rate / 1e6
 
 

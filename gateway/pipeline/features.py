@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING
 from classifiers.length import TOKENS_PER_REPLY, TokenCounter, counter_for, message_text
 from classifiers.pair_heads import chained
 from classifiers.prompt import structured_tokens
+from core.model_config import HOUR_CACHES
 from gateway.money.ceiling import Demand
 from gateway.pipeline.prompt_prefix import (
     has_breakpoints,
     head_length,
     kept_at_breakpoints,
+    marks_an_hour,
     prefix_chain,
 )
 from gateway.pipeline.request import EMBEDDING, ModelRequest
@@ -104,6 +106,10 @@ class RequestFeatures:
     # (the whole prompt, its head), from the chat body and from the door's own.
     kept: tuple[bool, bool] = (False, False)
     native_kept: tuple[bool, bool] | None = None
+    # A breakpoint marks ttl "1h" (prompt_prefix.marks_an_hour): in the chat body, in the
+    # door's own.
+    hour: bool = False
+    native_hour: bool = False
 
     def prompt_tokens(self, encoding: str) -> int:
         return self.token_counts[encoding]
@@ -151,6 +157,14 @@ class RequestFeatures:
         if head and self.head is not None:
             return max(0, self.head[1].get(model.tokenizer, 0) - cached)
         return 0
+
+    def writes_an_hour(self, model: ModelFacts) -> bool:
+        """Whether ``model``'s upstream bills this request's cache writes at the hour's
+        price: an upstream that keeps a prefix an hour when asked (``HOUR_CACHES``:
+        Anthropic), and a breakpoint in what goes to it that asks."""
+        if model.backend not in HOUR_CACHES:
+            return False
+        return self.native_hour if self.native_breakpoints is not None else self.hour
 
     def prefill_tokens(self, model: ModelFacts) -> int:
         """What ``model`` must prefill: the prompt less what it probably caches."""
@@ -212,7 +226,9 @@ def _measure_sync(req: ModelRequest, encodings: set[str], scorer: Scorer | None,
                            kept=kept_at_breakpoints(req.body, k) if marked else (False, False),
                            native_kept=None if native is None else (
                                kept_at_breakpoints(native, 0) if native_marked
-                               else (False, False)))
+                               else (False, False)),
+                           hour=marked and marks_an_hour(req.body),
+                           native_hour=native is not None and native_marked and marks_an_hour(native))
 
 
 async def measure(req: ModelRequest, encodings: set[str], scorer: Scorer | None,

@@ -4,6 +4,7 @@ and whether it marks the breakpoints some upstreams cache at (``warm.py`` keeps 
     chain = prefix_chain(req.body)          # one hash per message, each over all before it
     k = head_length(req.body["messages"])   # its leading system messages, when more follows
     has_breakpoints(body)                   # cache_control anywhere Anthropic or LiteLLM put it
+    marks_an_hour(body)                     # one of them with ttl "1h"
     kept_at_breakpoints(body, k)            # what a breakpoint cache keeps: (whole, head)
 
 Each request's prompt is hashed as a chain over its messages (the tools and
@@ -15,6 +16,7 @@ chain, and sessions that start alike share their first hashes.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -58,19 +60,29 @@ def has_breakpoints(body: dict[str, Any]) -> bool:
     body, top level or on a system block, tool, message or content part; the chat door's
     parts and tools, LiteLLM's form): an upstream that caches only at breakpoints
     (Anthropic, Bedrock) reads this request's prefix from its cache only then."""
+    return next(_marks(body), None) is not None
+
+
+def marks_an_hour(body: dict[str, Any]) -> bool:
+    """Whether a breakpoint asks Anthropic to keep its prefix an hour (``ttl: "1h"``),
+    whose writes cost twice the input price, not 1.25 times."""
+    return any(isinstance(mark, dict) and mark.get("ttl") == "1h" for mark in _marks(body))
+
+
+def _marks(body: dict[str, Any]) -> Iterator[Any]:
+    """Every ``cache_control`` value where ``has_breakpoints`` looks, in order."""
     if "cache_control" in body:
-        return True
+        yield body["cache_control"]
     for key in ("system", "tools", "messages"):
         items = body.get(key)
         for item in items if isinstance(items, list) else ():
             if isinstance(item, dict):
                 if "cache_control" in item:
-                    return True
+                    yield item["cache_control"]
                 content = item.get("content")
-                if isinstance(content, list) and any(
-                        isinstance(part, dict) and "cache_control" in part for part in content):
-                    return True
-    return False
+                for part in content if isinstance(content, list) else ():
+                    if isinstance(part, dict) and "cache_control" in part:
+                        yield part["cache_control"]
 
 
 def kept_at_breakpoints(body: dict[str, Any], k: int) -> tuple[bool, bool]:

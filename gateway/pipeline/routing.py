@@ -135,7 +135,8 @@ class Router:
         quality = self.predicted_quality(model, features)
         written = features.written_tokens(model, cached)
         return Candidate(model, stats, quality,
-                         cost_usd(model, prompt, out, rate, cached, written), ttft,
+                         cost_usd(model, prompt, out, rate, cached, written,
+                                  written > 0 and features.writes_an_hour(model)), ttft,
                          tpot, ttft + tpot * out)
 
     def _fits(self, model: ModelFacts, req: ModelRequest, features: RequestFeatures) -> bool:

@@ -25,6 +25,7 @@ from tests.support import TEST_KEY, Gateway, hashed, run_gateway
 KEY_ENV = "ROUTEGATE_TEST_ANTHROPIC_KEY"
 MARK = {"cache_control": {"type": "ephemeral"}}
 DEAR_KEY = "sk-breakpoint-dear"     # a team of claude-dear ($1.00, reads $0.10, writes $1.25)
+HOUR_KEY = "sk-breakpoint-hour"     # a team of claude-hour ($0.50, writes $0.625, an hour's $1.00)
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +43,16 @@ def gateway(anthropic_server: AnthropicServer) -> Iterator[Gateway]:
     dear = {**claude, "name": "claude-dear",
             "price": {"input_per_mtok": 1.0, "output_per_mtok": 2.0,
                       "cached_input_per_mtok": 0.1, "cache_write_per_mtok": 1.25}}
-    config = {"models": [claude, plain, dear],
+    hour = {**claude, "name": "claude-hour",
+            "price": {"input_per_mtok": 0.5, "output_per_mtok": 1.6,
+                      "cached_input_per_mtok": 0.05, "cache_write_per_mtok": 0.625}}
+    config = {"models": [claude, plain, dear, hour],
               "teams": [{"name": "test", "keys": [hashed(TEST_KEY)], "quality": 0.1,
                          "allowed_models": ["claude", "plain"]},
                         {"name": "dear", "keys": [hashed(DEAR_KEY)], "quality": 0.1,
-                         "allowed_models": ["claude-dear", "plain"]}],
+                         "allowed_models": ["claude-dear", "plain"]},
+                        {"name": "hour", "keys": [hashed(HOUR_KEY)], "quality": 0.1,
+                         "allowed_models": ["claude-hour", "plain"]}],
               "routing": {"auto_policy": "quality"},
               "redis_url": "redis://127.0.0.1:6379/0", "metrics": {"enabled": False},
               "budget": {"key_prefix": f"rgtest-{uuid.uuid4().hex[:8]}"},
@@ -138,3 +144,28 @@ def test_a_breakpoint_on_the_tools_alone_keeps_no_head(gateway: Gateway) -> None
     second, _ = ask(gateway, "auto", system, [{"role": "user", "content": text("Two.", False)}],
                     key=DEAR_KEY, tools=tools)
     assert second == "plain"
+
+
+@pytest.mark.parametrize("door", ["messages", "chat"])
+@pytest.mark.parametrize("ttl, served", [(None, "claude-hour"), ("1h", "plain")])
+def test_a_prompt_marked_for_an_hour_is_priced_at_the_hours_write(
+        gateway: Gateway, door: str, ttl: str | None, served: str) -> None:
+    """claude-hour writes a marked prompt at $0.625 per Mtok, cheaper than plain's $0.90
+    input; kept an hour (``ttl: "1h"``) it writes at twice its input price, $1.00, which
+    Anthropic bills and the choice counted as $0.625 before."""
+    rng = random.Random(f"hour-{door}-{ttl}")
+    rules = "hour rules. " + " ".join(rng.choice(["keep", "hour", "write"]) for _ in range(3000))
+    mark = {"cache_control": {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}}
+    task = [{"type": "text", "text": "First task.", **mark}]
+    if door == "messages":
+        model, usage = ask(gateway, "auto", text(rules, False),
+                           [{"role": "user", "content": task}], key=HOUR_KEY)
+    else:
+        r = httpx.post(gateway.url + "/v1/chat/completions", timeout=60,
+                       headers={"authorization": f"Bearer {HOUR_KEY}"},
+                       json={"model": "auto", "max_tokens": 16, "messages": [
+                           {"role": "system", "content": rules},
+                           {"role": "user", "content": task}]})
+        r.raise_for_status()
+        model = r.headers["x-routegate-model"]
+    assert model == served
