@@ -55,6 +55,11 @@ class BatchKeys:
         generation: only it may record the line's answer)."""
         return f"{self.prefix}:{{{batch_id}}}:runs"
 
+    def fallbacks(self, batch_id: str) -> str:
+        """Hash: custom_id -> "<generation> <input> <output> <result>": a good answer
+        refused because a later run started, kept in case that run has none."""
+        return f"{self.prefix}:{{{batch_id}}}:fallbacks"
+
     def finalizer(self, batch_id: str) -> str:
         return f"{self.prefix}:{{{batch_id}}}:finalizer"
 

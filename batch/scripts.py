@@ -28,26 +28,59 @@ redis.call('HINCRBY', KEYS[1], 'inflight', 1)
 return {'go', redis.call('HINCRBY', KEYS[3], ARGV[2], 1)}
 """
 
-# KEYS: meta, results, runs. ARGV: custom_id, value, counter (completed|failed),
-# input tokens, output tokens, the run's generation.
+# KEYS: meta, results, runs, fallbacks. ARGV: custom_id, value, counter
+# (completed|failed), input tokens, output tokens, the run's generation.
 # Reply: {added (1, 0, -1 once sealed, -2 when a later run started), done, total}
+# A run refused because a later one started keeps a good answer as the line's
+# fallback (the latest such run's: its bill is the one kept while the later run
+# bills nothing): recorded instead of the later run's failure, or at SEAL if
+# that run never records (the batch was cancelled or expired meanwhile).
 RECORD = """
 if tonumber(redis.call('HGET', KEYS[1], 'inflight') or '0') > 0 then
   redis.call('HINCRBY', KEYS[1], 'inflight', -1)
 end
 if redis.call('HGET', KEYS[1], 'sealed') == '1' then return {-1, 0, 0} end
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0
-    and redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[6] then
-  return {-2, 0, 0}
+local value, counter, input, output = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
+  local kept = redis.call('HGET', KEYS[4], ARGV[1])
+  if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[6] then
+    if counter == 'completed' and (not kept
+        or tonumber(string.match(kept, '^(%d+)')) < tonumber(ARGV[6])) then
+      redis.call('HSET', KEYS[4], ARGV[1], table.concat({ARGV[6], input, output, value}, ' '))
+    end
+    return {-2, 0, 0}
+  end
+  if counter == 'failed' and kept then
+    local _, i, o, v = string.match(kept, '^(%d+) (%d+) (%d+) (.*)$')
+    value, counter, input, output = v, 'completed', i, o
+  end
 end
-local added = redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
+local added = redis.call('HSETNX', KEYS[2], ARGV[1], value)
 if added == 1 then
-  redis.call('HINCRBY', KEYS[1], ARGV[3], 1)
-  redis.call('HINCRBY', KEYS[1], 'input_tokens', ARGV[4])
-  redis.call('HINCRBY', KEYS[1], 'output_tokens', ARGV[5])
+  redis.call('HINCRBY', KEYS[1], counter, 1)
+  redis.call('HINCRBY', KEYS[1], 'input_tokens', input)
+  redis.call('HINCRBY', KEYS[1], 'output_tokens', output)
 end
 local c = redis.call('HMGET', KEYS[1], 'completed', 'failed', 'total')
 return {added, tonumber(c[1] or '0') + tonumber(c[2] or '0'), tonumber(c[3] or '0')}
+"""
+
+# KEYS: meta, results, fallbacks. Refuse every later result; a line that has no
+# result but a fallback (its last run never recorded) gets the fallback.
+SEAL = """
+local kept = redis.call('HGETALL', KEYS[3])
+for n = 1, #kept, 2 do
+  local cid = kept[n]
+  if redis.call('HEXISTS', KEYS[2], cid) == 0 then
+    local _, i, o, v = string.match(kept[n + 1], '^(%d+) (%d+) (%d+) (.*)$')
+    redis.call('HSET', KEYS[2], cid, v)
+    redis.call('HINCRBY', KEYS[1], 'completed', 1)
+    redis.call('HINCRBY', KEYS[1], 'input_tokens', i)
+    redis.call('HINCRBY', KEYS[1], 'output_tokens', o)
+  end
+end
+redis.call('HSET', KEYS[1], 'sealed', '1')
+return 1
 """
 
 # KEYS: meta. A line that started but will not be recorded (its worker stops).
@@ -73,8 +106,8 @@ end
 return false
 """
 
-# KEYS: meta, finalizer lock, results, runs. ARGV: lock token, now, output file id,
-# error file id.
+# KEYS: meta, finalizer lock, results, runs, fallbacks. ARGV: lock token, now, output
+# file id, error file id.
 FINISH = """
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
 local s = redis.call('HGET', KEYS[1], 'status')
@@ -82,7 +115,7 @@ if s ~= 'finalizing' and s ~= 'cancelling' then return 0 end
 local target = redis.call('HGET', KEYS[1], 'target')
 redis.call('HSET', KEYS[1], 'status', target, target .. '_at', ARGV[2],
            'output_file_id', ARGV[3], 'error_file_id', ARGV[4])
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 return 1
 """
 

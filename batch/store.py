@@ -21,7 +21,7 @@ import orjson
 from batch.files import page, page_start
 from batch.keys import BatchKeys
 from batch.records import Owner, batch_object, decode, new_batch_id
-from batch.scripts import ABANDON, FINISH, RECORD, RELEASE, START_LINE, TRANSITION
+from batch.scripts import ABANDON, FINISH, RECORD, RELEASE, SEAL, START_LINE, TRANSITION
 from core.errors import NotFound
 
 CANCELLABLE = ("validating", "in_progress")
@@ -41,6 +41,7 @@ class BatchStore:
         self._transition = redis.register_script(TRANSITION)
         self._finish = redis.register_script(FINISH)
         self._release = redis.register_script(RELEASE)
+        self._seal = redis.register_script(SEAL)
 
 
     async def create(self, owner: Owner, input_file: dict[str, str], *, window: str,
@@ -127,7 +128,7 @@ class BatchStore:
         of the line started: only the last may record; lines done; total)."""
         reply = await self._record(
             keys=[self.keys.meta(batch_id), self.keys.results(batch_id),
-                  self.keys.runs(batch_id)],
+                  self.keys.runs(batch_id), self.keys.fallbacks(batch_id)],
             args=[custom_id, value, "completed" if ok else "failed", tokens[0], tokens[1], run])
         return int(reply[0]), int(reply[1]), int(reply[2])
 
@@ -156,8 +157,11 @@ class BatchStore:
         await self._release(keys=[self.keys.finalizer(batch_id)], args=[token])
 
     async def seal(self, batch_id: str) -> dict[str, str]:
-        """Refuse every later result, then read the batch as it will be written."""
-        await self.redis.hset(self.keys.meta(batch_id), "sealed", "1")
+        """Refuse every later result (a line whose last run never recorded gets the
+        answer an earlier run's refused record left), then read the batch as it will
+        be written."""
+        await self._seal(keys=[self.keys.meta(batch_id), self.keys.results(batch_id),
+                               self.keys.fallbacks(batch_id)])
         return await self.fields(batch_id)
 
     async def results(self, batch_id: str) -> dict[str, bytes]:
@@ -170,7 +174,8 @@ class BatchStore:
     async def finish(self, batch_id: str, token: str, output_file_id: str | None,
                      error_file_id: str | None, now: float | None = None) -> bool:
         keys = [self.keys.meta(batch_id), self.keys.finalizer(batch_id),
-                self.keys.results(batch_id), self.keys.runs(batch_id)]
+                self.keys.results(batch_id), self.keys.runs(batch_id),
+                self.keys.fallbacks(batch_id)]
         stamp = int(now if now is not None else time.time())
         return bool(await self._finish(keys=keys, args=[token, stamp, output_file_id or "",
                                                        error_file_id or ""]))

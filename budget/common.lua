@@ -48,6 +48,16 @@ end
 -- run's, replaces it.
 local TAG = string.match(KEYS[1], '^(.*):res:exp$')
 
+-- A stable id's run order, as settle.lua and bill_progress compare them: a batch
+-- line's generation (1, 2, ...), or the wall clock (ms) that versions before
+-- generations sent, which every generation outranks and which order among
+-- themselves; 0 (an older journal line's) outranks nothing.
+local function rank(at)
+  local n = tonumber(at) or 0
+  if n >= 1e11 then return n / 1e14 end     -- a wall clock: in (0, 1)
+  return n
+end
+
 local function minus(amount)     -- negate(), but '0' for zero ("-0" is no integer to Redis)
   if tonumber(amount) == 0 then return '0' end
   return negate(amount)
@@ -84,8 +94,8 @@ local function bill_progress(id, p, now)
     local kept = redis.call('HGET', bills, id)
     if not kept then return end
     local k = kept_fields(kept)
-    if tonumber(p.s) <= tonumber(k[1]) then return end
-    if redis.call('EXISTS', TAG .. ':d:' .. k[2]) == 1 then
+    if rank(p.s) <= rank(k[1]) then return end
+    if k[2] == day or redis.call('EXISTS', TAG .. ':ledger:' .. k[2]) == 1 then
       add_bill(k[2], k[3], k[4], minus(k[5]), minus(k[6]), minus(k[7]), '-1')
       local l = TAG .. ':ledger:' .. k[2]
       add(l, k[4] .. '|cached_tokens', minus(k[8] or '0'))

@@ -108,8 +108,8 @@ local function rebill(rid, key, model, input, output, cost, at, cached, written)
   local kept = redis.call('HGET', KEYS[10], rid)
   if not kept then return false end          -- settled before bills were kept
   local p = kept_fields(kept)
-  if tonumber(at) == 0 or tonumber(at) < tonumber(p[1]) then return false end
-  if p[2] == today or redis.call('EXISTS', tag .. ':d:' .. p[2]) == 1 then
+  if rank(at) == 0 or rank(at) < rank(p[1]) then return false end
+  if p[2] == today or redis.call('EXISTS', tag .. ':ledger:' .. p[2]) == 1 then
     charge(p[2], p[3], p[4], p[5], p[6], p[7], '-1', negate, p[8] or '0', p[9] or '0')
   end
   charge(today, key, model, input, output, cost, '1', same, cached, written)

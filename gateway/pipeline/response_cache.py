@@ -29,6 +29,7 @@ uncounted.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Mapping
@@ -146,9 +147,11 @@ class ResponseCache:
 
 
 async def answer_from_cache(gw: AppState, door: Door, out: Responder, o: Outcome,
-                            caller: Caller, req: ModelRequest, plan: Plan) -> bool:
+                            caller: Caller, req: ModelRequest, plan: Plan,
+                            run_order: int | None = None) -> bool:
     """Answer ``req`` from the cache if it holds it (then True): no upstream call,
-    billed ``hit_price_fraction`` of the original."""
+    billed ``hit_price_fraction`` of the original. ``run_order``: a batch line's run
+    (its id is stable): the hit is billed as that run's answer."""
     entry = await gw.response_cache.find(caller.team.name, plan) if plan.lookup else None
     model = None if entry is None else usable_model(gw, caller, req, plan.pool,
                                                     str(entry.get("model")))
@@ -158,7 +161,7 @@ async def answer_from_cache(gw: AppState, door: Door, out: Responder, o: Outcome
     original = int(entry.get("cost") or 0)
     cost = round(original * plan.config.hit_price_fraction)
     payer = Payer(caller.team_name, caller.team_limits, caller.key_id, caller.key_limits)
-    held = await _reserve(gw, payer, o, cost)    # rpm counts a hit; the hard limit judges it
+    held = await _reserve(gw, payer, o, cost, run_order)   # rpm counts a hit; the limit judges it
     o.model, o.reason, o.response_cache = model.name, "response-cache", HIT
     o.cost_usd, o.cache_saved_usd = usd(cost), usd(original - cost)
     data = entry["data"]
@@ -176,7 +179,9 @@ async def answer_from_cache(gw: AppState, door: Door, out: Responder, o: Outcome
                 o.status, o.error_code = 499, "client_closed_request"
     finally:
         if held is not None:
-            settle_budget(gw.budget, held, model, Usage(), cost)
+            settled = settle_budget(gw.budget, held, model, Usage(), cost)
+            if run_order is not None:       # a batch line: it records its answer next
+                await asyncio.shield(settled)
     return True
 
 
@@ -195,13 +200,15 @@ def usable_model(gw: AppState, caller: Caller, req: ModelRequest, pool: str,
     return model if named is not None and allowed(named, caller, pool) else None
 
 
-async def _reserve(gw: AppState, payer: Payer, o: Outcome, cost: int) -> Any:
+async def _reserve(gw: AppState, payer: Payer, o: Outcome, cost: int,
+                   run_order: int | None) -> Any:
     if not gw.config.budget.enabled:
         return None
     return await gw.budget.reserve(
         request_id=o.request_id, team=payer.team, team_limits=payer.team_limits,
         key_id=payer.key_id, key_limits=payer.key_limits, model="cache",
-        max_cost_nanousd=cost, max_tokens=0)
+        max_cost_nanousd=cost, max_tokens=0, stable=run_order is not None,
+        run_order=run_order or 0)
 
 
 async def keep_answer(gw: AppState, plan: Plan, o: Outcome, bill: Bill,

@@ -104,7 +104,9 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         req = await _read(gw, door, o, span, headers, read_body, caller, own)
         plan = (None if own or caller.response_cache is None
                 else plan_for(caller, req, headers, o.pool))
-        if plan is not None and await answer_from_cache(gw, door, out, o, caller, req, plan):
+        if plan is not None and await answer_from_cache(
+                gw, door, out, o, caller, req, plan,
+                run_order=run_order if request_id is not None else None):
             return o            # a hit: the finally still reports it
         work = _serve(gw, door, out, o, caller, req, attempts, bill, span,
                       stable=request_id is not None, run_order=run_order, own=own,

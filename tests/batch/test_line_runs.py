@@ -9,6 +9,7 @@ took over dies too, a third takes the line, and nothing is lost.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +79,80 @@ def test_a_stalled_runs_late_answer_is_not_recorded_and_its_line_not_lost(
             await system.aclose()
 
     asyncio.run(main())
+
+
+def _stall_then_takeover(prefix: str, tmp_path: Path, later: Any,
+                         after: Any = None, **settings: Any) -> tuple[dict, list, list]:
+    """Run 1 stalls and is taken over by run 2 (``later``); run 1 then answers well,
+    refused. ``after(system, batch_id)`` runs once run 1 is done. Returns the batch,
+    its output and its error lines."""
+    runs: list[LineRun] = []
+    resume_first = asyncio.Event()
+
+    async def stalls(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
+        runs.append(run)
+        await resume_first.wait()
+        return _answer(run)
+
+    async def second(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
+        runs.append(run)
+        return await later(run)
+
+    async def main() -> tuple[dict, list, list]:
+        system = make_system(prefix, tmp_path, **settings)
+        try:
+            first = system.start_worker(stalls, name="first")
+            batch_id = await system.submit([chat_line("only")])
+            await _until(lambda: len(runs) == 1)
+            for task in first._loops:
+                task.cancel()
+            system.start_worker(second, name="second")
+            await _until(lambda: len(runs) == 2)
+            resume_first.set()
+            await _until(lambda: not first._running)
+            if after is not None:
+                await after(system, batch_id)
+            batch = await system.wait_status(batch_id, {"completed", "cancelled"})
+            return (batch, system.content(batch["output_file_id"]),
+                    system.content(batch["error_file_id"]))
+        finally:
+            await system.aclose()
+
+    return asyncio.run(main())
+
+
+def test_a_refused_good_answer_stands_when_the_takeover_fails(prefix: str,
+                                                              tmp_path: Path) -> None:
+    """Run 2 ends in a 503 (after its retries): it billed nothing, so run 1's bill is
+    the one kept, and run 1's answer is recorded, not the failure."""
+    async def fails(run: LineRun) -> LineAnswer:
+        return LineAnswer(503, {"error": {"message": "later", "type": "server_error",
+                                          "param": None, "code": "service_unavailable"}})
+
+    batch, output, errors = _stall_then_takeover(prefix, tmp_path, fails, line_retries=1,
+                                                 retry_backoff_s=0.3)
+    assert batch["status"] == "completed"
+    assert [line["response"]["body"]["choices"][0]["message"]["content"]
+            for line in output] == ["run 1"]
+    assert errors == []
+    assert batch["request_counts"] == {"total": 1, "completed": 1, "failed": 0}
+
+
+def test_a_refused_good_answer_is_kept_when_the_batch_is_cancelled(prefix: str,
+                                                                    tmp_path: Path) -> None:
+    """Run 2 waits out a rate limit when the batch is cancelled: it never ran, and the
+    line's output is run 1's answer, not `batch_cancelled`."""
+    async def limited(run: LineRun) -> LineAnswer:
+        return LineAnswer(429, {"error": {"message": "slow down", "type": "rate_limit_error",
+                                          "param": None, "code": "rate_limit_exceeded"}},
+                          {"retry-after": "30"})
+
+    async def cancel(system: Any, batch_id: str) -> None:
+        assert await system.batches.cancel(OWNER, batch_id, time.time()) is not None
+
+    batch, output, errors = _stall_then_takeover(prefix, tmp_path, limited, cancel)
+    assert batch["status"] == "cancelled"
+    assert [line["response"]["body"]["choices"][0]["message"]["content"]
+            for line in output] == ["run 1"]
+    assert errors == []
+    assert batch["request_counts"] == {"total": 1, "completed": 1, "failed": 0}

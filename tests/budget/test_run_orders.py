@@ -88,3 +88,35 @@ def test_an_earlier_runs_lapsed_hold_never_replaces_a_later_runs_bill(
         assert sum(row["output_tokens"] for row in report["ledger"]) == 25
 
     run(tmp_path, prefix, body, reservation_ttl_s=1)
+
+
+def test_a_generation_outranks_an_older_versions_wall_clock_bill(
+        tmp_path: Path, prefix: str) -> None:
+    """During an upgrade a line's bill may have been kept by a version that ordered runs
+    by the wall clock (ms): a run numbered by Redis replaces it, and a late journal
+    line of that version does not come back over the run's bill."""
+    async def body(store: BudgetStore, client: Any) -> None:
+        legacy = await _run(store, 1_796_000_000_000)   # what an older replica sent as at_ms
+        await store.settle(legacy, input_tokens=40, output_tokens=10, cost_nanousd=300)
+        numbered = await _run(store, 1)
+        await store.settle(numbered, input_tokens=40, output_tokens=25, cost_nanousd=700)
+        assert _bill(await store.usage("t", None)) == (700, [(1, 40, 25)])   # was 300
+        await store.journal.append(legacy.journal_entry(40, 30, 900, "small"))
+        assert await store.reconcile_once() == 1
+        assert _bill(await store.usage("t", None)) == (700, [(1, 40, 25)])
+
+    run(tmp_path, prefix, body)
+
+
+def test_a_free_runs_bill_is_taken_back_from_the_ledger_too(tmp_path: Path, prefix: str) -> None:
+    """Run 1 settled at no cost (its day has no spend key, only a ledger); run 2's lapsed
+    hold replaces it: the ledger keeps one request, run 2's."""
+    async def body(store: BudgetStore, client: Any) -> None:
+        first = await _run(store, 1)
+        await store.settle(first, input_tokens=40, output_tokens=30, cost_nanousd=0)
+        second = await _run(store, 2)
+        await _dies_after(store, second, ("small", 40, 10, 300))
+        await _run(store, 3)                     # its reserve bills the lapsed hold
+        assert _bill(await store.usage("t", None)) == (300, [(1, 40, 10)])   # was (2, 80, 40)
+
+    run(tmp_path, prefix, body, reservation_ttl_s=1)

@@ -95,3 +95,33 @@ def test_the_workers_runner_carries_the_runs_generation_into_the_bill(tmp_path: 
             await gw.aclose()
 
     asyncio.run(main())
+
+
+def test_a_runs_response_cache_hit_is_billed_as_that_run(tmp_path: Path) -> None:
+    """A line's run 1 answers (a miss, kept in the team's response cache); its run 2
+    is answered from that cache: run 2's answer is recorded, so its bill (half the
+    original here) replaces run 1's, once (it was billed on top, as another request)."""
+    body = {"model": "small", "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 64, "temperature": 0}
+    settings = config(tmp_path)
+    settings["teams"][0]["response_cache"] = {"ttl_s": 60, "hit_price_fraction": 0.5}
+
+    async def main() -> None:
+        gw = await AppState.start(parse_config(settings))
+        try:
+            runner = line_runner(gw)
+            owner = Owner("test", hashed(TEST_KEY))
+            line = f"batch_req_{uuid.uuid4().hex}"
+            first = await runner(owner, "/v1/chat/completions", body, LineRun(line, 1))
+            usage = first.body["usage"]
+            original = cost_nanousd(usage["prompt_tokens"], usage["completion_tokens"], 0.5, 1.0)
+            assert (await gw.budget.usage("test", None))["spent_today_nanousd"] == original
+            second = await runner(owner, "/v1/chat/completions", body, LineRun(line, 2))
+            assert second.headers.get("x-routegate-cache") == "hit"
+            report = await gw.budget.usage("test", None)
+            assert report["spent_today_nanousd"] == round(original * 0.5)
+            assert sum(row["requests"] for row in report["ledger"]) == 1
+        finally:
+            await gw.aclose()
+
+    asyncio.run(main())
