@@ -29,12 +29,15 @@ return {'go', redis.call('HINCRBY', KEYS[3], ARGV[2], 1)}
 """
 
 # KEYS: meta, results, runs, fallbacks. ARGV: custom_id, value, counter
-# (completed|failed), input tokens, output tokens, the run's generation.
+# (completed|failed), input tokens, output tokens, the run's generation, whether
+# a failure billed nothing (1: a refusal before any upstream call, or 503).
 # Reply: {added (1, 0, -1 once sealed, -2 when a later run started), done, total}
 # A run refused because a later one started keeps a good answer as the line's
 # fallback (the latest such run's: its bill is the one kept while the later run
-# bills nothing): recorded instead of the later run's failure, or at SEAL if
-# that run never records (the batch was cancelled or expired meanwhile).
+# bills nothing): recorded instead of the later run's unbilled failure, or at
+# SEAL if that run never records (the batch was cancelled or expired meanwhile).
+# A fallback is "<generation> <input> <output> <result>"; the line's recording
+# drops it.
 RECORD = """
 if tonumber(redis.call('HGET', KEYS[1], 'inflight') or '0') > 0 then
   redis.call('HINCRBY', KEYS[1], 'inflight', -1)
@@ -50,13 +53,14 @@ if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
     end
     return {-2, 0, 0}
   end
-  if counter == 'failed' and kept then
+  if counter == 'failed' and ARGV[7] == '1' and kept then
     local _, i, o, v = string.match(kept, '^(%d+) (%d+) (%d+) (.*)$')
-    value, counter, input, output = v, 'completed', i, o
+    if v then value, counter, input, output = v, 'completed', i, o end
   end
 end
 local added = redis.call('HSETNX', KEYS[2], ARGV[1], value)
 if added == 1 then
+  redis.call('HDEL', KEYS[4], ARGV[1])
   redis.call('HINCRBY', KEYS[1], counter, 1)
   redis.call('HINCRBY', KEYS[1], 'input_tokens', input)
   redis.call('HINCRBY', KEYS[1], 'output_tokens', output)
@@ -73,10 +77,12 @@ for n = 1, #kept, 2 do
   local cid = kept[n]
   if redis.call('HEXISTS', KEYS[2], cid) == 0 then
     local _, i, o, v = string.match(kept[n + 1], '^(%d+) (%d+) (%d+) (.*)$')
-    redis.call('HSET', KEYS[2], cid, v)
-    redis.call('HINCRBY', KEYS[1], 'completed', 1)
-    redis.call('HINCRBY', KEYS[1], 'input_tokens', i)
-    redis.call('HINCRBY', KEYS[1], 'output_tokens', o)
+    if v then
+      redis.call('HSET', KEYS[2], cid, v)
+      redis.call('HINCRBY', KEYS[1], 'completed', 1)
+      redis.call('HINCRBY', KEYS[1], 'input_tokens', i)
+      redis.call('HINCRBY', KEYS[1], 'output_tokens', o)
+    end
   end
 end
 redis.call('HSET', KEYS[1], 'sealed', '1')

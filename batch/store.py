@@ -123,13 +123,17 @@ class BatchStore:
         return _str(gate), int(run)
 
     async def record(self, batch_id: str, custom_id: str, value: bytes, *, ok: bool,
-                     tokens: tuple[int, int], run: int) -> tuple[int, int, int]:
+                     tokens: tuple[int, int], run: int, unbilled: bool = False
+                     ) -> tuple[int, int, int]:
         """(1 if recorded now, 0 if it already was, -1 if sealed, -2 if a later run
-        of the line started: only the last may record; lines done; total)."""
+        of the line started: only the last may record; lines done; total).
+        ``unbilled``: a failure that billed nothing, which an earlier run's refused
+        good answer replaces (its bill is the one kept)."""
         reply = await self._record(
             keys=[self.keys.meta(batch_id), self.keys.results(batch_id),
                   self.keys.runs(batch_id), self.keys.fallbacks(batch_id)],
-            args=[custom_id, value, "completed" if ok else "failed", tokens[0], tokens[1], run])
+            args=[custom_id, value, "completed" if ok else "failed", tokens[0], tokens[1], run,
+                  "1" if unbilled else "0"])
         return int(reply[0]), int(reply[1]), int(reply[2])
 
     async def still_open(self, batch_id: str, now: float) -> bool:

@@ -67,11 +67,22 @@ RATE_WAIT_MAX_S = 60.0
 RATE_CHECK_S = 1.0
 
 
+# A line's answer that billed nothing: refused before any upstream call (a hard
+# budget, a rate), or no upstream could answer (503 once its retries are spent).
+UNBILLED = frozenset({429, 503})
+MAX_TOKENS_COUNTED = 1 << 40
+
+
+def _count(value: Any) -> int:
+    return min(max(value, 0), MAX_TOKENS_COUNTED) if type(value) is int else 0
+
+
 def _tokens(body: dict[str, Any]) -> tuple[int, int]:
+    """(prompt, completion) tokens of an answer's usage: whole numbers, bounded."""
     usage = body.get("usage") if isinstance(body, dict) else None
     if not isinstance(usage, dict):
         return 0, 0
-    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    return _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
 
 
 def rate_limited(answer: LineAnswer) -> bool:
@@ -230,7 +241,8 @@ class BatchWorker:
         value = b"%d\t%s\t%s" % (item.index, b"o" if ok else b"e",
                                   result_line(item.batch_id, custom_id, status, body))
         added, done, total = await self.store.record(item.batch_id, custom_id, value, ok=ok,
-                                                     tokens=_tokens(body), run=generation)
+                                                     tokens=_tokens(body), run=generation,
+                                                     unbilled=status in UNBILLED)
         if added == -2:
             # Taken over while this run stalled: the later run records the line (and
             # its bill stands). Left pending for it: an ack would lose the line if

@@ -87,7 +87,7 @@ def _stall_then_takeover(prefix: str, tmp_path: Path, later: Any,
     refused. ``after(system, batch_id)`` runs once run 1 is done. Returns the batch,
     its output and its error lines."""
     runs: list[LineRun] = []
-    resume_first = asyncio.Event()
+    resume_first, first_refused = asyncio.Event(), asyncio.Event()
 
     async def stalls(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
         runs.append(run)
@@ -96,6 +96,7 @@ def _stall_then_takeover(prefix: str, tmp_path: Path, later: Any,
 
     async def second(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
         runs.append(run)
+        await first_refused.wait()          # answers only once run 1's record was refused
         return await later(run)
 
     async def main() -> tuple[dict, list, list]:
@@ -107,9 +108,10 @@ def _stall_then_takeover(prefix: str, tmp_path: Path, later: Any,
             for task in first._loops:
                 task.cancel()
             system.start_worker(second, name="second")
-            await _until(lambda: len(runs) == 2)
+            await _until(lambda: len(runs) >= 2)
             resume_first.set()
             await _until(lambda: not first._running)
+            first_refused.set()
             if after is not None:
                 await after(system, batch_id)
             batch = await system.wait_status(batch_id, {"completed", "cancelled"})
@@ -156,3 +158,17 @@ def test_a_refused_good_answer_is_kept_when_the_batch_is_cancelled(prefix: str,
             for line in output] == ["run 1"]
     assert errors == []
     assert batch["request_counts"] == {"total": 1, "completed": 1, "failed": 0}
+
+
+def test_a_takeovers_billed_failure_is_recorded_not_the_refused_answer(
+        prefix: str, tmp_path: Path) -> None:
+    """Run 2 ends in a 500 that may have billed (the gateway failed after its upstream
+    answered): its bill stands, so its failure is recorded, not run 1's answer."""
+    async def breaks(run: LineRun) -> LineAnswer:
+        return LineAnswer(500, {"error": {"message": "internal", "type": "server_error",
+                                          "param": None, "code": "internal_error"}})
+
+    batch, output, errors = _stall_then_takeover(prefix, tmp_path, breaks)
+    assert batch["request_counts"] == {"total": 1, "completed": 0, "failed": 1}
+    assert output == []
+    assert [line["response"]["status_code"] for line in errors] == [500]

@@ -5,8 +5,11 @@ enough that a line takes about two seconds. One is frozen with lines in flight
 until the other has taken them all over (past ``batch.claim_idle_s``, 2 s) and
 run them again; by then its holds have lapsed too (``budget.reservation_ttl_s``,
 2 s) and are billed what they had run up. Its upstream answers arrive while it
-is frozen, so when it resumes it has them at once, before the runs that took
-over are done (mostly: see below). Every line must end in the output once, and
+is frozen, so when it resumes it has them at once, and where the run that took a
+line over is not done yet, the frozen one's answer is refused (in some runs; in
+others every takeover records first: `refused late answers` says which; the
+refusal itself is `tests/batch/test_line_runs.py`'s). Every line must end in the
+output once, and
 the team's spend must be what the output file's usage costs: the bill is the
 recorded run's, whichever run recorded, settled or lapsed first (before each run
 was numbered, the frozen replica's answers were recorded and the takeovers'
@@ -79,9 +82,9 @@ def test_a_frozen_replicas_late_answers_leave_the_bill_equal_to_the_output() -> 
             assert Counter(line["custom_id"] for line in output) == {
                 f"r{i}": 1 for i in range(LINES)}
             assert "took over" in other.log()                  # the lines were run again
-            # Most runs see the frozen replica's answers refused (a later run started);
-            # in some, a run that took over records first. Either order must bill the
-            # recorded answer.
+            # Some runs see the frozen replica's answers refused (a later run started);
+            # in others every run that took over records first. Either order must
+            # bill the recorded answer.
             print("refused late answers:", frozen.log().count("a later run of it started"))
             time.sleep(0.5)                                     # the frozen replica's last settles
             assert spent_nanousd(other) == billed(output)
