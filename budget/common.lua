@@ -85,22 +85,56 @@ local function add_bill(day, key, model, input, output, cost, requests)
   return d, m, l
 end
 
+-- Take a kept bill (its fields) back from the day and ledger it went to, if they
+-- are still kept (``day``: the caller's, whose keys may not exist yet). Model '':
+-- an attempt's bill already taken back, nothing left to take.
+local function take_back(k, day)
+  if k[4] == '' then return end
+  if k[2] ~= day and redis.call('EXISTS', TAG .. ':ledger:' .. k[2]) == 0 then return end
+  local _, _, l = add_bill(k[2], k[3], k[4], minus(k[5]), minus(k[6]), minus(k[7]), '-1')
+  add(l, k[4] .. '|cached_tokens', minus(k[8] or '0'))
+  add(l, k[4] .. '|cache_write_tokens', minus(k[9] or '0'))
+end
+
+-- An escalation's refused answers bill under "<id>.<n>" (n = 1, 2, ...), each its
+-- own stable id but part of its run's bill. A later run's bill of the id takes back
+-- an earlier run's attempts (drop_attempts), leaving each kept at the later run's
+-- order with nothing billed, so that a late settle of it changes nothing; and an
+-- attempt of a run whose bill a later run's replaced is not billed (superseded).
+local MAX_ATTEMPTS = 16
+local BILLS = TAG .. ':once:bill'
+
+local function superseded(rid, at)
+  local base = string.match(rid, '^(.+)%.%d+$')
+  if not base then return false end
+  local kept = redis.call('HGET', BILLS, base)
+  return kept ~= false and rank(kept_fields(kept)[1]) > rank(at)
+end
+
+local function drop_attempts(rid, at, day)
+  for n = 1, MAX_ATTEMPTS do
+    local attempt = rid .. '.' .. n
+    local kept = redis.call('HGET', BILLS, attempt)
+    if not kept then return end
+    local k = kept_fields(kept)
+    if rank(k[1]) < rank(at) then
+      take_back(k, day)
+      redis.call('HSET', BILLS, attempt, table.concat({at, k[2], k[3], '', '0', '0', '0', '0', '0'}, '|'))
+    end
+  end
+end
+
 local function bill_progress(id, p, now)
   local day = p.d
   local settled = TAG .. ':settled:' .. day
   if redis.call('SISMEMBER', settled, id) == 1 then return end
-  local once, bills = TAG .. ':once', TAG .. ':once:bill'
+  local once, bills = TAG .. ':once', BILLS
   if p.s ~= nil and redis.call('ZSCORE', once, id) then
     local kept = redis.call('HGET', bills, id)
     if not kept then return end
     local k = kept_fields(kept)
     if rank(p.s) <= rank(k[1]) then return end
-    if k[2] == day or redis.call('EXISTS', TAG .. ':ledger:' .. k[2]) == 1 then
-      add_bill(k[2], k[3], k[4], minus(k[5]), minus(k[6]), minus(k[7]), '-1')
-      local l = TAG .. ':ledger:' .. k[2]
-      add(l, k[4] .. '|cached_tokens', minus(k[8] or '0'))
-      add(l, k[4] .. '|cache_write_tokens', minus(k[9] or '0'))
-    end
+    take_back(k, day)
   end
   local cost = string.format('%.0f', tonumber(p.c))
   local input, output = string.format('%.0f', tonumber(p.i)), string.format('%.0f', tonumber(p.o))
@@ -113,6 +147,7 @@ local function bill_progress(id, p, now)
     redis.call('HSET', bills, id, table.concat({string.format('%.0f', tonumber(p.s)), day, p.k,
                                                 p.m, input, output, cost, '0', '0'}, '|'))
     redis.call('PEXPIRE', bills, ttl_ms)
+    drop_attempts(id, p.s, day)
   else
     redis.call('SADD', settled, id)
     ttls[settled] = SETTLED_TTL_S

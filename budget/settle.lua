@@ -109,11 +109,10 @@ local function rebill(rid, key, model, input, output, cost, at, cached, written)
   if not kept then return false end          -- settled before bills were kept
   local p = kept_fields(kept)
   if rank(at) == 0 or rank(at) < rank(p[1]) then return false end
-  if p[2] == today or redis.call('EXISTS', tag .. ':ledger:' .. p[2]) == 1 then
-    charge(p[2], p[3], p[4], p[5], p[6], p[7], '-1', negate, p[8] or '0', p[9] or '0')
-  end
+  take_back(p, today)
   charge(today, key, model, input, output, cost, '1', same, cached, written)
   mark_settled(rid, key, model, input, output, cost, '1', at, cached, written)
+  drop_attempts(rid, at, today)
   return true
 end
 
@@ -123,6 +122,11 @@ local function settle_one(rid, key, model, input, output, cost, stable, at, cach
     -- request it then refused. Nothing is billed or counted.
     take_reservation(rid, later)
     return 'released'
+  end
+  if stable == '1' and superseded(rid, at) then
+    -- An escalation's attempt of a run a later run replaced: not this line's bill.
+    take_reservation(rid, later)
+    return 'duplicate'
   end
   if settled_before(rid, stable) then
     -- A reserve retried after its settle left a stray hold: release it now
@@ -142,6 +146,7 @@ local function settle_one(rid, key, model, input, output, cost, stable, at, cach
   end
   charge(today, key, model, input, output, cost, '1', same, cached, written)
   mark_settled(rid, key, model, input, output, cost, stable, at, cached, written)
+  if stable == '1' then drop_attempts(rid, at, today) end
   return state
 end
 

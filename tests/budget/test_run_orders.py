@@ -11,6 +11,7 @@ whose own hold lapsed while it stalled was billed its progress, not its answer.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +121,60 @@ def test_a_free_runs_bill_is_taken_back_from_the_ledger_too(tmp_path: Path, pref
         assert _bill(await store.usage("t", None)) == (300, [(1, 40, 10)])   # was (2, 80, 40)
 
     run(tmp_path, prefix, body, reservation_ttl_s=1)
+
+
+async def _attempt(store: BudgetStore, held: Any, cost: int, output: int) -> None:
+    """An escalation's refused answer of the run ``held``, billed under "<id>.1"
+    (``gateway/money/reserve.py`` ``settle_budget``, attempt 1)."""
+    await store.settle(dataclasses.replace(held, request_id=held.request_id + ".1", amount=0,
+                                           tokens=0),
+                       input_tokens=40, output_tokens=output, cost_nanousd=cost, model="small")
+
+
+def test_a_replaced_runs_escalation_attempts_leave_with_its_bill(
+        tmp_path: Path, prefix: str) -> None:
+    """Run 1 escalated (an attempt billed 200) and answered (700); run 2 answered at
+    once (500) and is recorded: 500, one request. A late copy of run 1's attempt
+    changes nothing."""
+    async def body(store: BudgetStore, client: Any) -> None:
+        first = await _run(store, 1)
+        await _attempt(store, first, 200, 30)
+        await store.settle(first, input_tokens=40, output_tokens=25, cost_nanousd=700)
+        assert (await store.usage("t", None))["spent_today_nanousd"] == 900
+        second = await _run(store, 2)
+        await store.settle(second, input_tokens=40, output_tokens=20, cost_nanousd=500)
+        assert _bill(await store.usage("t", None)) == (500, [(1, 40, 20)])   # was 700
+        await _attempt(store, first, 200, 30)
+        assert _bill(await store.usage("t", None)) == (500, [(1, 40, 20)])
+
+    run(tmp_path, prefix, body)
+
+
+def test_a_stalled_runs_attempt_settling_after_the_later_run_is_not_billed(
+        tmp_path: Path, prefix: str) -> None:
+    async def body(store: BudgetStore, client: Any) -> None:
+        first = await _run(store, 1)
+        second = await _run(store, 2)
+        await store.settle(second, input_tokens=40, output_tokens=20, cost_nanousd=500)
+        await _attempt(store, first, 200, 30)                 # run 1 resumes: its attempt,
+        await store.settle(first, input_tokens=40, output_tokens=25, cost_nanousd=700)  # answer
+        assert _bill(await store.usage("t", None)) == (500, [(1, 40, 20)])   # was 700
+
+    run(tmp_path, prefix, body)
+
+
+def test_the_recorded_runs_own_attempts_stay_billed(tmp_path: Path, prefix: str) -> None:
+    """Both runs escalated: run 2's attempt replaces run 1's, and both of run 2's
+    bills stand (two requests, what run 2 cost)."""
+    async def body(store: BudgetStore, client: Any) -> None:
+        first = await _run(store, 1)
+        await _attempt(store, first, 200, 30)
+        await store.settle(first, input_tokens=40, output_tokens=25, cost_nanousd=700)
+        second = await _run(store, 2)
+        await _attempt(store, second, 300, 35)
+        await store.settle(second, input_tokens=40, output_tokens=20, cost_nanousd=500)
+        report = await store.usage("t", None)
+        assert report["spent_today_nanousd"] == 800
+        assert [(row["requests"], row["output_tokens"]) for row in report["ledger"]] == [(2, 55)]
+
+    run(tmp_path, prefix, body)
