@@ -101,7 +101,9 @@ end
 -- an earlier run's attempts (drop_attempts), leaving each kept at the later run's
 -- order with nothing billed, so that a late settle of it changes nothing; and an
 -- attempt of a run whose bill a later run's replaced is not billed (superseded).
-local MAX_ATTEMPTS = 16
+-- A request bills at most routing.max_attempts (<= 16) fallbacks, each with at
+-- most escalation.max_steps (<= 8) steps: never 64 lines.
+local MAX_ATTEMPTS = 64
 local BILLS = TAG .. ':once:bill'
 
 local function superseded(rid, at)
@@ -111,15 +113,20 @@ local function superseded(rid, at)
   return kept ~= false and rank(kept_fields(kept)[1]) > rank(at)
 end
 
+-- Every attempt kept, whatever its number (one whose settle is still in the journal
+-- leaves a gap), in one call.
 local function drop_attempts(rid, at, day)
+  local ids = {}
+  for n = 1, MAX_ATTEMPTS do ids[n] = rid .. '.' .. n end
+  local kept = redis.call('HMGET', BILLS, unpack(ids))
   for n = 1, MAX_ATTEMPTS do
-    local attempt = rid .. '.' .. n
-    local kept = redis.call('HGET', BILLS, attempt)
-    if not kept then return end
-    local k = kept_fields(kept)
-    if rank(k[1]) < rank(at) then
-      take_back(k, day)
-      redis.call('HSET', BILLS, attempt, table.concat({at, k[2], k[3], '', '0', '0', '0', '0', '0'}, '|'))
+    if kept[n] then
+      local k = kept_fields(kept[n])
+      if rank(k[1]) < rank(at) then
+        take_back(k, day)
+        redis.call('HSET', BILLS, ids[n],
+                   table.concat({at, k[2], k[3], '', '0', '0', '0', '0', '0'}, '|'))
+      end
     end
   end
 end

@@ -129,7 +129,7 @@ class RoutingConfig(Strict):
     unreachable_price_weight: float = Field(default=0.10, ge=0)
     fixed_model: str | None = None
     fallback: bool = True
-    max_attempts: int = Field(default=3, ge=1)
+    max_attempts: int = Field(default=3, ge=1, le=16)
     # Price the upstreams' prefix caches into the choice (gateway/pipeline/warm.py): a
     # conversation's warm model reads its prefix at the cached price and skips its prefill.
     cache_aware: bool = True

@@ -178,3 +178,23 @@ def test_the_recorded_runs_own_attempts_stay_billed(tmp_path: Path, prefix: str)
         assert [(row["requests"], row["output_tokens"]) for row in report["ledger"]] == [(2, 55)]
 
     run(tmp_path, prefix, body)
+
+
+def test_an_attempt_whose_settle_was_journalled_leaves_no_gap(tmp_path: Path, prefix: str) -> None:
+    """Run 1's first attempt settled into the journal (Redis away), its second and its
+    answer in Redis; run 2 answers and is recorded. Every attempt of run 1 leaves,
+    numbered after a gap too, and the replayed one is not billed."""
+    async def body(store: BudgetStore, client: Any) -> None:
+        first = await _run(store, 1)
+        attempt = dataclasses.replace(first, request_id=LINE + ".1", amount=0, tokens=0)
+        await store.journal.append(attempt.journal_entry(40, 10, 200, "small"))
+        await store.settle(dataclasses.replace(first, request_id=LINE + ".2", amount=0, tokens=0),
+                           input_tokens=40, output_tokens=10, cost_nanousd=100, model="small")
+        await store.settle(first, input_tokens=40, output_tokens=25, cost_nanousd=700)
+        second = await _run(store, 2)
+        await store.settle(second, input_tokens=40, output_tokens=20, cost_nanousd=500)
+        assert _bill(await store.usage("t", None)) == (500, [(1, 40, 20)])   # was (600, 2)
+        assert await store.reconcile_once() == 1
+        assert _bill(await store.usage("t", None)) == (500, [(1, 40, 20)])
+
+    run(tmp_path, prefix, body)
