@@ -236,6 +236,11 @@ class BatchWorker:
         if answer is None:  # cancelled or expired while rate-limited: never ran
             await self.store.abandon_line(item.batch_id)
             return True
+        return await self._record(item, custom_id, answer, generation)
+
+    async def _record(self, item: WorkItem, custom_id: str, answer: LineAnswer,
+                      generation: int) -> bool:
+        """Record run ``generation``'s answer; False leaves the entry pending."""
         status, body = answer.status, answer.body
         ok = 200 <= status < 300
         value = b"%d\t%s\t%s" % (item.index, b"o" if ok else b"e",

@@ -118,14 +118,13 @@ class BudgetStore(AdminCalls):
     ) -> Reservation:
         """Hold the worst-case cost; raise QuotaExceeded / RateLimited / ServiceUnavailable.
 
-        ``max_tokens`` is the request's worst-case token count (prompt plus
-        max output), counted against tpm until settle corrects it. ``stable``:
-        the id may be settled again on another day (a batch line run again),
-        and must still bill once: of its runs, the bill of the highest ``run_order``
-        stands (a batch line's generation, from 1; 0 replaces no bill). ``counted``:
-        False for the gateway's own work (shadow answers), held against budgets
-        but not against rpm and tpm, which are the clients' (the local fail-open
-        cap counts everything).
+        ``max_tokens`` is the request's worst-case token count (prompt plus max
+        output), counted against tpm until settle corrects it. ``stable``: the id
+        may be settled again on another day (a batch line run again) and must still
+        bill once: the highest ``run_order``'s bill stands (a batch line's generation,
+        from 1; 0 replaces no bill). ``counted``: False for the gateway's own work
+        (shadow answers), held against budgets but not against rpm and tpm, which
+        are the clients' (the local fail-open cap counts everything).
         """
         now = self._keys.clock()
         windows = self._keys.windows(now)

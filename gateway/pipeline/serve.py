@@ -80,15 +80,12 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
                 read_body: Callable[[], Awaitable[bytes]], *, caller: Caller | None = None,
                 pool: str | None = None, request_id: str | None = None, run_order: int = 0,
                 wait_settled: bool = False, own: bool = False) -> Outcome:
-    """``request_id``: a stable id for work that may run again (a batch line
-    after a crash), so its settle is idempotent; live requests get a fresh one.
-    ``run_order``: which run of it this is (a batch line's generation): of two
-    runs, the later one's bill stands.
-    ``wait_settled``: return only once the spend is stored (Redis or the
-    journal), for work that records its own result next (a batch line); a
-    live request's task ends as soon as its answer is sent. ``own``: the
-    gateway's own request (a shadow answer, a judge's call): it leaves no
-    labels, and the rate limits, which are the clients', do not count it."""
+    """``request_id``: a stable id for work that may run again (a batch line after a
+    crash; ``run_order``: which run, the latest's bill standing), so its settle is
+    idempotent; live requests get a fresh one. ``wait_settled``: return only once the
+    spend is stored (Redis or the journal), for work that records its result next (a
+    batch line); a live request ends as soon as its answer is sent. ``own``: the
+    gateway's own (a shadow, a judge): no labels, and the clients' rate limits skip it."""
     o = Outcome(request_id or new_request_id(), client_request_id(headers.get("x-request-id")),
                 endpoint=door.name)
     started = time.perf_counter()
@@ -105,8 +102,7 @@ async def serve(gw: AppState, door: Door, out: Responder, headers: Mapping[str, 
         plan = (None if own or caller.response_cache is None
                 else plan_for(caller, req, headers, o.pool))
         if plan is not None and await answer_from_cache(
-                gw, door, out, o, caller, req, plan,
-                run_order=run_order if request_id is not None else None):
+                gw, door, out, o, caller, req, plan, run_order if request_id else None):
             return o            # a hit: the finally still reports it
         work = _serve(gw, door, out, o, caller, req, attempts, bill, span,
                       stable=request_id is not None, run_order=run_order, own=own,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from batch.records import LineRun, Owner
-from batch.worker import LineAnswer
+from batch.worker import LineAnswer, RunLine
 from tests.batch.system import OWNER, chat_line, make_system
 
 
@@ -32,15 +32,20 @@ async def _until(check: Any, timeout: float = 20.0) -> None:
         await asyncio.sleep(0.02)
 
 
+def _answers_once(resume: asyncio.Event, runs: list[LineRun]) -> RunLine:
+    """A run that stalls (its worker frozen) until ``resume``, then answers well."""
+    async def stalls(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
+        runs.append(run)
+        await resume.wait()
+        return _answer(run)
+    return stalls
+
+
 def test_a_stalled_runs_late_answer_is_not_recorded_and_its_line_not_lost(
         prefix: str, tmp_path: Path) -> None:
     runs: list[LineRun] = []
     resume_first = asyncio.Event()
-
-    async def stalls(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
-        runs.append(run)
-        await resume_first.wait()
-        return _answer(run)
+    stalls = _answers_once(resume_first, runs)
 
     async def hangs(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
         runs.append(run)
@@ -88,11 +93,7 @@ def _stall_then_takeover(prefix: str, tmp_path: Path, later: Any,
     its output and its error lines."""
     runs: list[LineRun] = []
     resume_first, first_refused = asyncio.Event(), asyncio.Event()
-
-    async def stalls(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
-        runs.append(run)
-        await resume_first.wait()
-        return _answer(run)
+    stalls = _answers_once(resume_first, runs)
 
     async def second(owner: Owner, url: str, body: dict[str, Any], run: LineRun) -> LineAnswer:
         runs.append(run)
