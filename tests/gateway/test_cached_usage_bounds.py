@@ -65,7 +65,9 @@ ANTHROPIC: dict[str, dict[str, Any]] = {
     "a_write_only": {"input_tokens": 10, "output_tokens": 20, "cache_read_input_tokens": 0,
                      "cache_creation_input_tokens": 5000},
     "a_huge": {"input_tokens": 10, "output_tokens": 20, "cache_read_input_tokens": 10**30,
-               "cache_creation_input_tokens": 10**30},
+               "cache_creation_input_tokens": 10**30,
+               "cache_creation": {"ephemeral_5m_input_tokens": 10**30,
+                                  "ephemeral_1h_input_tokens": 0}},
     "a_bad_input": {"input_tokens": "ten", "output_tokens": 20},
 }
 WORDS = ["hello", " there", " friend"]
@@ -235,9 +237,12 @@ def shown(door: str, r: httpx.Response, stream: bool) -> tuple[int, int, int, in
     elif door == "responses":
         usage = next(e["response"]["usage"] for e in got if e.get("type") == "response.completed")
     else:   # as Anthropic's SDK accumulates it: message_start's, overwritten by message_delta's
-        usage = merged_usage(next(e["message"]["usage"] for e in got
-                                  if e.get("type") == "message_start"),
-                             [e["usage"] for e in got if e.get("type") == "message_delta"][-1])
+        start = next(e["message"]["usage"] for e in got if e.get("type") == "message_start")
+        usage = merged_usage(start, [e["usage"] for e in got
+                                     if e.get("type") == "message_delta"][-1])
+        usage.pop("cache_creation", None)        # the SDK keeps message_start's
+        if "cache_creation" in start:
+            usage["cache_creation"] = start["cache_creation"]
     if door in ("chat", "completions"):
         details = usage.get("prompt_tokens_details") or {}
         return (usage["prompt_tokens"], details.get("cached_tokens", 0),
@@ -247,6 +252,8 @@ def shown(door: str, r: httpx.Response, stream: bool) -> tuple[int, int, int, in
         return (usage["input_tokens"], details["cached_tokens"], details["cache_write_tokens"],
                 usage["output_tokens"])
     read, written = usage["cache_read_input_tokens"], usage["cache_creation_input_tokens"]
+    lifetimes = usage.get("cache_creation")     # the writes by lifetime, where shown, agree
+    assert lifetimes is None or sum(lifetimes.values()) == written, usage
     return usage["input_tokens"] + read + written, read, written, usage["output_tokens"]
 
 
@@ -367,7 +374,8 @@ def test_every_reader_reads_a_bad_cache_figure_as_zero_and_keeps_the_rest() -> N
     native = json.dumps({"type": "message", "usage": {"input_tokens": 9}}).encode()
     assert json.loads(native_message(native, Usage(9, 3, estimated=True), False))["usage"] == {
         "input_tokens": 9, "output_tokens": 3, "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0}
+        "cache_read_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0}}
 
 
 WRITE_DEAREST = {"cached_input_per_mtok": 0.2, "cache_write_per_mtok": 2.5}

@@ -311,6 +311,9 @@ def test_an_answer_becomes_an_anthropic_message(case: str) -> None:
         "content": content, "stop_reason": reason, "stop_sequence": sequence,
         # the billed figures, never the upstream's 999s
         "usage": {"input_tokens": 12, "output_tokens": 7, "cache_creation_input_tokens": 0,
-                  "cache_read_input_tokens": 0}}
+                  "cache_read_input_tokens": 0,
+                  "cache_creation": {"ephemeral_5m_input_tokens": 0,
+                                     "ephemeral_1h_input_tokens": 0}}}
     parsed = anthropic.types.Message.model_validate(message)
     assert parsed.stop_reason == reason
+    assert parsed.usage.cache_creation is not None

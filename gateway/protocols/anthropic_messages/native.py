@@ -71,6 +71,7 @@ class MessagesRelay:
         if kind == "message_start":
             message = data.get("message")
             self._start_usage = message.get("usage") if isinstance(message, dict) else None
+            return [self._fixed_start(data) or event.native]
         elif kind == "message_delta":
             self._delta, self._delta_raw = data, event.native   # its usage may need correcting
             return []
@@ -78,6 +79,17 @@ class MessagesRelay:
             self._stop = event.native  # finish sends it, after message_delta
             return []
         return [event.native]
+
+    def _fixed_start(self, data: dict[str, Any]) -> bytes | None:
+        """``message_start`` as sent, unless a cache figure in it is not a count: then
+        with that figure read as 0, as it is billed. Anthropic's SDK keeps this event's
+        ``cache_creation`` (the writes by lifetime); ``message_delta`` cannot replace it."""
+        sent = self._start_usage
+        read = usage_of(sent) if isinstance(sent, dict) else None
+        if read is None or read.cache_anomaly is None:
+            return None
+        data["message"]["usage"] = {**sent, **usage_block(read)}
+        return sse("message_start", data)
 
     async def finish(self, usage: Usage) -> list[bytes]:
         if not self.native:
@@ -87,8 +99,8 @@ class MessagesRelay:
         reported = usage_of(merged_usage(self._start_usage, self._delta.get("usage")))
         if _same(usage, reported):
             return [self._delta_raw, self._stop]
-        fixed = usage_block(usage)
-        sent = self._delta.get("usage")
+        sent = self._delta.get("usage")       # Anthropic's delta has no writes by lifetime
+        fixed = usage_block(usage, split=isinstance(sent, dict) and "cache_creation" in sent)
         self._delta["usage"] = {**(sent if isinstance(sent, dict) else {}), **fixed}
         return [sse("message_delta", self._delta), self._stop]
 

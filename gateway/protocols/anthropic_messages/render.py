@@ -46,12 +46,20 @@ def stop_reason(finish: Any, named_stop: Any, wire: MessagesWire, *, called_tool
     return STOP_REASONS.get(finish, "end_turn") if isinstance(finish, str) else "end_turn", None
 
 
-def usage_block(usage: Usage) -> dict[str, int]:
+def usage_block(usage: Usage, *, split: bool = True) -> dict[str, Any]:
     """Anthropic's usage: ``input_tokens`` are the prompt's uncached tokens, the cache's
-    reads and writes apart (the three add up to the prompt)."""
-    return {"input_tokens": usage.uncached_tokens, "output_tokens": usage.completion_tokens,
-            "cache_creation_input_tokens": usage.cache_write_tokens,
-            "cache_read_input_tokens": usage.cached_tokens}
+    reads and writes apart (the three add up to the prompt), and with ``split`` the
+    writes by lifetime (``cache_creation``: a message's usage has it, a
+    ``message_delta``'s does not, nor a translated stream's provisional ``message_start``)."""
+    block: dict[str, Any] = {
+        "input_tokens": usage.uncached_tokens, "output_tokens": usage.completion_tokens,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
+        "cache_read_input_tokens": usage.cached_tokens}
+    if split:
+        hour = min(usage.cache_write_1h_tokens, usage.cache_write_tokens)
+        block["cache_creation"] = {"ephemeral_5m_input_tokens": usage.cache_write_tokens - hour,
+                                   "ephemeral_1h_input_tokens": hour}
+    return block
 
 
 def tool_input(arguments: Any) -> dict[str, Any]:

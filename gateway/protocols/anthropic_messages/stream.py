@@ -92,7 +92,7 @@ class MessagesStream:
                                        called_tools=bool(self.tools), refused=self.refused)
         out.append(sse("message_delta", {
             "type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": sequence},
-            "usage": usage_block(usage)}))
+            "usage": usage_block(usage, split=False)}))
         out.append(sse("message_stop", {"type": "message_stop"}))
         return out
 
@@ -105,7 +105,7 @@ class MessagesStream:
         message: dict[str, Any] = {
             "id": self.message_id, "type": "message", "role": "assistant", "model": name,
             "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": usage_block(Usage(self.prompt_tokens, 0))}
+            "usage": usage_block(Usage(self.prompt_tokens, 0), split=False)}
         return [sse("message_start", {"type": "message_start", "message": message})]
 
     def _open(self, kind: str, block: dict[str, Any]) -> list[bytes]:
