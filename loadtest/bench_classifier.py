@@ -133,7 +133,8 @@ def bucket_quantile(before: dict[float, float], after: dict[float, float], q: fl
     return next(le for le, n in counts.items() if n >= q * total)
 
 
-def served(artifact: Path | None, requests: int, concurrency: int) -> None:
+def served(artifact: Path | None, requests: int, concurrency: int,
+           lengths: tuple[int, ...] = (50, 500, 2000)) -> None:
     """The classifier's time inside ``routegate serve`` (the demo config), by prompt length."""
     import asyncio
     import uuid
@@ -167,7 +168,7 @@ def served(artifact: Path | None, requests: int, concurrency: int) -> None:
           f"length at concurrency {concurrency}; bucket bounds in us:")
     print(f"{'prompt':<12} {'p50 <=':>8} {'p99 <=':>8} {'under 1 ms':>11}")
     with run_gateway(config) as gw:
-        for n in (50, 500, 2000):
+        for n in lengths:
             prompts = [make_prompt(n, seed) for seed in range(50)]
             asyncio.run(drive(gw.url, prompts, 20))            # warm
             before = histogram(httpx.get(gw.url + "/metrics").text)
@@ -192,9 +193,12 @@ def main() -> int:
                         help="inside routegate serve (the demo config), from its histogram")
     parser.add_argument("--requests", type=int, default=400, help="--served: per length")
     parser.add_argument("--concurrency", type=int, default=4, help="--served")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[50, 500, 2000],
+                        help="--served: prompt lengths in tokens (above about 4,000 the "
+                             "gateway counts them off its event loop)")
     args = parser.parse_args()
     if args.served:
-        served(args.artifact, args.requests, args.concurrency)
+        served(args.artifact, args.requests, args.concurrency, tuple(args.lengths))
         return 0
     model = ComplexityModel.load(args.artifact)
     counter = counter_for("o200k_base")
