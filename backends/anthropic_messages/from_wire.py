@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from core.usage import MAX_REPORTED_TOKENS, UNREADABLE_USAGE, Usage, cache_count
+from core.usage import MAX_REPORTED_TOKENS, UNREADABLE, UNREADABLE_USAGE, Usage, cache_count
 
 FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
                   "max_tokens": "length", "model_context_window_exceeded": "length",
@@ -63,12 +63,26 @@ def usage_of(usage: Any) -> Usage | None:
     # Saturated, the prompt keeps its dearest parts: the uncached, then the writes.
     prompt = min(plain + read + written, MAX_REPORTED_TOKENS)
     written = min(written, prompt - plain)
-    split = usage.get("cache_creation")
-    hour, odd = (cache_count(split.get("ephemeral_1h_input_tokens"), written)
-                 if isinstance(split, dict) else (0, None))
+    hour, odd = _hour_of(usage.get("cache_creation"), written)
     return Usage(prompt, output, cached_tokens=min(read, prompt - plain - written),
                  cache_write_tokens=written, cache_anomaly=wrong or bad or odd,
                  cache_write_1h_tokens=hour)
+
+
+def _hour_of(split: Any, written: int) -> tuple[int, str | None]:
+    """Of ``written`` cache writes, those kept an hour, from ``cache_creation``; a split
+    that is not counts adding up to ``written`` is named UNREADABLE (the 1-hour figure
+    still read, within ``written``), so that the client is shown the split billed."""
+    if split is None:
+        return 0, None
+    if not isinstance(split, dict):
+        return 0, UNREADABLE
+    hour, odd = cache_count(split.get("ephemeral_1h_input_tokens"), written)
+    five = split.get("ephemeral_5m_input_tokens")
+    if odd is None and five is not None:
+        minutes, bad = cache_count(five, MAX_REPORTED_TOKENS)
+        odd = bad or (UNREADABLE if minutes + hour != written else None)
+    return hour, odd
 
 
 def merged_usage(start: Any, delta: Any) -> dict[str, Any]:

@@ -58,6 +58,7 @@ class MessagesRelay:
         self.translated = MessagesStream(wire, prompt_tokens=prompt_tokens)
         self.native = False
         self._start_usage: Any = None
+        self._start_split: Any = None                  # message_start's cache_creation, as sent
         self._delta: dict[str, Any] | None = None     # message_delta, held until finish
         self._delta_raw = b""
         self._stop = MESSAGE_STOP                       # the upstream's own, once it came
@@ -87,8 +88,10 @@ class MessagesRelay:
         sent = self._start_usage
         read = usage_of(sent) if isinstance(sent, dict) else None
         if read is None or read.cache_anomaly is None:
+            self._start_split = sent.get("cache_creation") if isinstance(sent, dict) else None
             return None
-        data["message"]["usage"] = {**sent, **usage_block(read)}
+        data["message"]["usage"] = shown = {**sent, **usage_block(read)}
+        self._start_split = shown["cache_creation"]
         return sse("message_start", data)
 
     async def finish(self, usage: Usage) -> list[bytes]:
@@ -99,8 +102,13 @@ class MessagesRelay:
         reported = usage_of(merged_usage(self._start_usage, self._delta.get("usage")))
         if _same(usage, reported):
             return [self._delta_raw, self._stop]
-        sent = self._delta.get("usage")       # Anthropic's delta has no writes by lifetime
-        fixed = usage_block(usage, split=isinstance(sent, dict) and "cache_creation" in sent)
+        sent = self._delta.get("usage")
+        fixed = usage_block(usage)
+        # Anthropic's delta has no writes by lifetime: only where it had, or where the
+        # start's (which the SDK keeps) is not the split billed, for those who read it.
+        if not (isinstance(sent, dict) and "cache_creation" in sent) and (
+                self._start_split in (None, fixed["cache_creation"])):
+            del fixed["cache_creation"]
         self._delta["usage"] = {**(sent if isinstance(sent, dict) else {}), **fixed}
         return [sse("message_delta", self._delta), self._stop]
 
