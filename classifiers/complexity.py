@@ -47,9 +47,10 @@ import numpy as np
 
 from classifiers import features
 from classifiers.artifact import read_npz
+from classifiers.kernel import CompiledScore
 from classifiers.length import message_text
 from classifiers.pair_heads import PairHeads, heads_from_arrays
-from classifiers.prior import closeness, n_seen_bigrams, shape_features
+from classifiers.prior import closeness, n_seen_bigrams, shape_features, shape_values
 from classifiers.rarity import rarity_features
 from classifiers.semantic import semantic_term, try_load_embedder
 from classifiers.static_embedding import StaticEmbedding, StaticEmbeddingError, shared_static
@@ -138,6 +139,17 @@ class ComplexityModel:
         if self._learned is not None:
             self._abilities.update({f"learned/{n}": a for n, a in self._learned.abilities.items()})
         self._pairs: PairHeads | None = _pair_heads(arrays, meta)
+        word_t, space_t = features.byte_classes()
+        self._kernel = CompiledScore.build({
+            "word_t": word_t, "space_t": space_t, "hash_w": self._hash_w,
+            "dense_w": self._dense_w, "bias": self._bias, "skill_hash_w": self._skill_hash_w,
+            "skill_shift": self._skill_shift, "skill_dense_w": self._skill_dense_w,
+            "skill_bias": self._skill_bias, "mean_offset_w": self._mean_offset_w,
+            "mean_offset_center": self._mean_offset_center, "offset_w": self._offset_w,
+            "offset_center": self._offset_center, "prior_w": self._prior_w,
+            "prior_b": self._prior_b, "rarity": self._rarity, "seen": self._seen,
+            "seen_reference": self._seen_reference, "learned_weight": self._learned_weight,
+            "learned": self._learned, "hash_shift": 32 - features.HASH_BITS})
 
     @staticmethod
     def artifact_file(path: str | os.PathLike | None = None) -> Path:
@@ -207,10 +219,14 @@ class ComplexityModel:
               has_response_format: bool = False, pairs: bool = True) -> PromptScore:
         """Score one prompt; cost is bounded whatever the length of ``text``. ``pairs``:
         with the pair heads' gains, if it has any (False: none of them applies)."""
-        feats = features.featurize(text, n_messages=n_messages, has_tools=has_tools,
-                                   has_response_format=has_response_format)
         semantic = self._semantic(text) if self._semantic is not None else 0.0
-        score = self.score_features(feats, shape_features(text), semantic)
+        if self._kernel is not None:
+            score = self._score_compiled(text, n_messages, (has_tools, has_response_format),
+                                         semantic)
+        else:
+            feats = features.featurize(text, n_messages=n_messages, has_tools=has_tools,
+                                       has_response_format=has_response_format)
+            score = self.score_features(feats, shape_features(text), semantic)
         if not pairs or self._pairs is None or self._learned is None:
             return score
         return replace(score, pair_gains=self.pair_gains(text, score))
@@ -239,16 +255,38 @@ class ComplexityModel:
         """The ladder ``learn`` fitted pair heads along (weakest first); empty without."""
         return [] if self._pairs is None else self._pairs.ladder
 
+    def _score_compiled(self, text: str, n_messages: int, flags: tuple[bool, bool],
+                        semantic: float) -> PromptScore:
+        """``score_features(featurize(text), ...)`` in one compiled call (``kernel.py``)."""
+        assert self._kernel is not None
+        lowered = features.bounded_window(text).lower()
+        raw = np.frombuffer(lowered.encode("utf-8", "replace"), dtype=np.uint8)
+        dense = np.array(features.markers(text, lowered, n_messages, flags))
+        shape = np.array(shape_values(text, lowered))
+        logit, weight, skill_max, offsets, own = self._kernel(raw, len(lowered), dense, shape,
+                                                              semantic)
+        learned = None if self._learned is None else dict(zip(self._learned.names,
+                                                              own.tolist(), strict=True))
+        return self._finish(logit, weight, skill_max, offsets.tolist(), learned)
+
     def score_features(self, feats: features.Features, shape: np.ndarray,
                        semantic: float = 0.0) -> PromptScore:
         """``score`` of featurized text (a ``classifiers.sketch.PromptSketch``'s
         ``feats`` and ``shape``); ``semantic``: the embedding's term, if any."""
         learned, skill, offsets = self.raw_parts(feats, semantic)
         logit, weight = self.shrunk_logit(shape, feats, learned)
-        family_offsets = dict(zip(self._offset_keys, offsets.tolist(), strict=True))
-        weak_offset, need = 0.0, None
+        own = None
         if self._learned is not None:
             logit, own = self._learned.apply(logit, feats, skill)
+        return self._finish(logit, weight, float(skill.max()), offsets.tolist(), own)
+
+    def _finish(self, logit: float, weight: float, skill_max: float, offsets: list[float],
+                own: dict[str, float] | None) -> PromptScore:
+        """The score of d(x) (``logit``), its closeness ``weight`` and the skill
+        posterior's maximum; ``own``: the learned terms' offsets, if any."""
+        family_offsets = dict(zip(self._offset_keys, offsets, strict=True))
+        weak_offset, need = 0.0, None
+        if self._learned is not None and own is not None:
             family_offsets.update(own)
             weak_offset = own[self._learned.weak]
             strong = self._learned.strong
@@ -259,7 +297,7 @@ class ComplexityModel:
         return PromptScore(
             difficulty=1.0 - p_weak if need is None else max(0.0, need - p_weak),
             logit=logit,
-            confidence=weight * math.sqrt(abs(2.0 * p_weak - 1.0) * float(skill.max())),
+            confidence=weight * math.sqrt(abs(2.0 * p_weak - 1.0) * skill_max),
             tier=tier,
             family_offsets=family_offsets,
         )

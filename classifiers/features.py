@@ -115,6 +115,12 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return word, space, powers, inverses
 
 
+def byte_classes() -> tuple[np.ndarray, np.ndarray]:
+    """(word byte, space byte): ``token_hashes``' byte classes, 256 bools each."""
+    word, space, _, _ = _tables()
+    return word, space
+
+
 def token_hashes(raw: np.ndarray) -> np.ndarray:
     """32-bit hashes of the word and punctuation tokens of UTF-8 bytes, in order."""
     word_table, space_table, powers, inverses = _tables()
@@ -181,11 +187,24 @@ def dense_features(
     lead bytes there is much cheaper than a per-character regex.
     """
     n = max(len(lowered), 1)
+    values = markers(text, lowered, n_messages, flags, n_chars)
     # One pass over the bytes for the digit and operator counts (17 str.count before).
     byte_counts = np.bincount(raw, minlength=256).tolist()
-    non_ascii = int(np.count_nonzero(raw >= 0xC0))  # UTF-8 lead bytes = non-ASCII chars
-    cjk = int(np.count_nonzero((raw >= 0xE3) & (raw <= 0xED)))  # U+3000..U+DFFF
-    values = (
+    values[DIGIT_RATIO] = sum(byte_counts[_DIGIT_BYTES]) / n
+    values[OPERATOR_RATIO] = sum([byte_counts[b] for b in _OPERATOR_BYTES]) / n
+    values[NON_ASCII_RATIO] = int(np.count_nonzero(raw >= 0xC0)) / n  # UTF-8 lead bytes
+    values[CJK_RATIO] = int(np.count_nonzero((raw >= 0xE3) & (raw <= 0xED))) / n  # U+3000..
+    return np.asarray(values, dtype=np.float32)
+
+
+# The markers read off the window's bytes (``dense_features``; ``classifiers/kernel.py``).
+DIGIT_RATIO, OPERATOR_RATIO, NON_ASCII_RATIO, CJK_RATIO = 7, 8, 10, 11
+
+
+def markers(text: str, lowered: str, n_messages: int, flags: tuple[bool, bool],
+            n_chars: int | None = None) -> list[float]:
+    """``dense_features`` but the four ratios of bytes (0.0 there): the string markers."""
+    return [
         math.log1p((len(text) if n_chars is None else n_chars) / 4.0) / 8.0,
         math.log(max(n_messages, 1)) / 3.0,
         float(flags[0]),
@@ -193,16 +212,15 @@ def dense_features(
         float("```" in lowered),
         min(sum(map(lowered.count, _CODE_WORDS)), 10) / 10.0,
         min(len(_LATEX_RE.findall(lowered)), 10) / 10.0,
-        sum(byte_counts[_DIGIT_BYTES]) / n,
-        sum([byte_counts[b] for b in _OPERATOR_BYTES]) / n,
+        0.0,
+        0.0,
         min(len(_OPTION_RE.findall(lowered)), 8) / 8.0,
-        non_ascii / n,
-        cjk / n,
+        0.0,
+        0.0,
         math.log1p(lowered.count("\n")) / 5.0,
         min(lowered.count("?"), 10) / 10.0,
         min(lowered.count("answer:") + lowered.count("答案"), 10) / 10.0,
-    )
-    return np.asarray(values, dtype=np.float32)
+    ]
 
 
 def featurize(

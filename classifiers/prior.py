@@ -66,8 +66,13 @@ _REQUEST_STEMS = (
 def shape_features(text: str, n_chars: int | None = None) -> np.ndarray:
     """Size and shape of the request, no benchmark vocabulary; bounded cost (``n_chars``:
     as ``featurize``'s)."""
-    lowered = bounded_window(text).lower()
-    return np.asarray((
+    return np.asarray(shape_values(text, bounded_window(text).lower(), n_chars),
+                      dtype=np.float64)
+
+
+def shape_values(text: str, lowered: str, n_chars: int | None = None) -> tuple[float, ...]:
+    """``shape_features`` of ``text`` whose lower-cased window is ``lowered``."""
+    return (
         math.log1p((len(text) if n_chars is None else n_chars) / 4.0) / 8.0,
         math.log1p(_count_numbers(lowered)) / 4.0,
         math.log1p(sum(map(lowered.count, _OPERATORS))) / 4.0,
@@ -76,7 +81,7 @@ def shape_features(text: str, n_chars: int | None = None) -> np.ndarray:
         math.log1p(sum(map(lowered.count, _REQUEST_STEMS))) / 2.0,
         float("```" in lowered),
         math.log1p(lowered.count("\n")) / 5.0,
-    ), dtype=np.float64)
+    )
 
 
 def _count_numbers(lowered: str) -> int:

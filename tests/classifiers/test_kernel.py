@@ -1,0 +1,76 @@
+"""The compiled score (classifiers/kernel.py) against the numpy reference it replaces
+on the request path: the same score, within float32 rounding, on every shipped model
+and on prompts that reach each of the kernel's branches."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from classifiers import features
+from classifiers.complexity import ComplexityModel
+from classifiers.kernel import CompiledScore
+from classifiers.prior import shape_features
+
+# Below the n-grams' 4 bytes, empty, spaces only, punctuation only, non-ASCII words,
+# CJK, digits and operators, a seen bigram's repeats, a prompt past the window.
+EDGES = ["", "a", "abc", "ab c", "    ", "??!!", "héllo wörld, 你好! x=1;", "数学题：证明勾股定理",
+         "1+1=? 2*3/4^5 <> 99.5", "the the the the the the", "x" * 5000,
+         "Prove that sqrt(2) is irrational.\n(a) yes (b) no\nanswer:",
+         "def f(x):\n    return x ** 2  # step by step\n```python\nimport os\n```",
+         "What is the capital of France?", "hi"]
+
+
+def _prompts(seed: int, n: int) -> list[str]:
+    rng = random.Random(seed)
+    words = ("the a proof of why design algorithm 42 3.14 x = y + 1 ; ( ) ? def return "
+             "explain concurrency trade-off 你好 naïve résumé \n . , ! :").split(" ")
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(1, 900))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module", params=[None, "demo_fleet.npz"], ids=["shipped", "demo_fleet"])
+def model(request: pytest.FixtureRequest) -> ComplexityModel:
+    loaded = ComplexityModel.load(request.param)
+    if loaded._kernel is None:
+        pytest.fail("numba is a dependency: the compiled score must be built")
+    return loaded
+
+
+def test_compiled_score_is_the_numpy_score(model: ComplexityModel) -> None:
+    for text in EDGES + _prompts(7, 60):
+        for n_messages, flags in ((1, (False, False)), (3, (True, True))):
+            feats = features.featurize(text, n_messages=n_messages, has_tools=flags[0],
+                                       has_response_format=flags[1])
+            ref = model.score_features(feats, shape_features(text))
+            got = model._score_compiled(text, n_messages, flags, 0.0)
+            assert got.logit == pytest.approx(ref.logit, abs=1e-5), text[:40]
+            assert got.difficulty == pytest.approx(ref.difficulty, abs=1e-5), text[:40]
+            assert got.confidence == pytest.approx(ref.confidence, abs=1e-5), text[:40]
+            assert got.family_offsets.keys() == ref.family_offsets.keys()
+            for key, value in ref.family_offsets.items():
+                assert got.family_offsets[key] == pytest.approx(value, abs=1e-5), key
+
+
+def test_score_uses_the_kernel_and_the_switch_turns_it_off(
+        model: ComplexityModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "Derive the closed form of the sum of the first n cubes, step by step."
+    compiled = model.score(text)
+    monkeypatch.setenv("ROUTEGATE_CLASSIFIER_KERNEL", "numpy")
+    reference = ComplexityModel.load(model.artifact_file(
+        "demo_fleet.npz" if model.is_learned else None))
+    assert reference._kernel is None
+    assert compiled.logit == pytest.approx(reference.score(text).logit, abs=1e-5)
+    assert compiled.tier == reference.score(text).tier
+    assert (compiled.pair_gains is None) == (reference.score(text).pair_gains is None)
+
+
+def test_the_kernel_reads_the_models_own_tables() -> None:
+    """No second copy of the 1 MB tables: the kernel's arrays are the model's."""
+    model = ComplexityModel.load("demo_fleet.npz")
+    assert isinstance(model._kernel, CompiledScore)
+    assert np.shares_memory(model._kernel.args[2], model._hash_w)
+    assert np.shares_memory(model._kernel.args[5], model._skill_hash_w)
+    assert model._learned is not None
+    assert np.shares_memory(model._kernel.args[20], model._learned.hash_w)
