@@ -94,6 +94,11 @@ class CompiledScore:
         return self.fn(raw, n_lower, dense, shape, semantic, *self.args)
 
 
+def available() -> bool:
+    """Whether the compiled score can run here (numba imports)."""
+    return _compiled() is not None
+
+
 @lru_cache(maxsize=1)
 def _compiled() -> Callable[..., Any] | None:
     """The compiled kernel (``kernel_jit.score_window``); None when numba cannot be

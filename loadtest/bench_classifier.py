@@ -20,6 +20,7 @@ measured with o200k_base when available.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -29,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from classifiers import kernel
 from classifiers.complexity import ComplexityModel
 from classifiers.length import counter_for
 
@@ -165,7 +167,7 @@ def served(artifact: Path | None, requests: int, concurrency: int,
 
     print(f"inside routegate serve (config/routegate.yaml, classifier "
           f"{artifact or config['routing'].get('classifier')}), {requests} auto requests per "
-          f"length at concurrency {concurrency}; bucket bounds in us:")
+          f"length at concurrency {concurrency}, score {_path()}; bucket bounds in us:")
     print(f"{'prompt':<12} {'p50 <=':>8} {'p99 <=':>8} {'under 1 ms':>11}")
     with run_gateway(config) as gw:
         for n in lengths:
@@ -179,6 +181,13 @@ def served(artifact: Path | None, requests: int, concurrency: int,
             under = (after[0.001] - before.get(0.001, 0.0)) / total
             print(f"{n:>5} tokens {bucket_quantile(before, after, 0.5) * 1e6:8.0f} "
                   f"{bucket_quantile(before, after, 0.99) * 1e6:8.0f} {under:11.3f}")
+
+
+def _path() -> str:
+    """Which score runs here (and in a gateway started with this environment)."""
+    if os.environ.get("ROUTEGATE_CLASSIFIER_KERNEL") == "numpy":
+        return "numpy (ROUTEGATE_CLASSIFIER_KERNEL=numpy)"
+    return "compiled (numba)" if kernel.available() else "numpy (numba not installed)"
 
 
 def main() -> int:
@@ -206,6 +215,7 @@ def main() -> int:
     big = make_prompt(2000, 99)
     cases.append(("200k chars", [(big * (200_000 // len(big) + 1))[:200_000]] * 50))
     cases.append(("1 MB", [(big * (1_000_000 // len(big) + 1))[:1_000_000]] * 10))
+    print(f"score {_path()}")
     print(f"{'prompt':<12} {'tokens':>8} {'p50 us':>8} {'p99 us':>8}")
     p99_2000 = 0.0
     for name, prompts in cases:
