@@ -260,11 +260,11 @@ class ComplexityModel:
         """``score_features(featurize(text), ...)`` in one compiled call (``kernel.py``)."""
         assert self._kernel is not None
         lowered = features.bounded_window(text).lower()
-        raw = np.frombuffer(lowered.encode("utf-8", "replace"), dtype=np.uint8)
-        dense = np.array(features.markers(text, lowered, n_messages, flags))
-        shape = np.array(shape_values(text, lowered))
-        logit, weight, skill_max, offsets, own = self._kernel(raw, len(lowered), dense, shape,
-                                                              semantic)
+        # bytes and tuples, not arrays: each numpy call here would cost more than its work.
+        logit, weight, skill_max, offsets, own = self._kernel(
+            lowered.encode("utf-8", "replace"), len(lowered),
+            tuple(features.markers(text, lowered, n_messages, flags)),
+            shape_values(text, lowered), semantic)
         learned = None if self._learned is None else dict(zip(self._learned.names,
                                                               own.tolist(), strict=True))
         return self._finish(logit, weight, skill_max, offsets.tolist(), learned)

@@ -1,7 +1,7 @@
 """The complexity score of one prompt window, compiled: one call instead of ~40.
 
     kernel = CompiledScore.build(tables)   # None without numba ('routegate[fast]')
-    d, weight, skill_max, offsets, own = kernel(raw, len(lowered), markers, shape, 0.0)
+    d, weight, skill_max, offsets, own = kernel(lowered.encode(), len(lowered), markers, shape, 0.0)
 
 Why it exists (measured, ``python -m loadtest.bench_classifier --gap-ms 20``): on the
 request path a score runs after other work, not back to back, and each numpy
@@ -17,7 +17,12 @@ the reference: training uses it, it serves where numba is not installed (the
 image: llvmlite alone is 173 MB) or ``ROUTEGATE_CLASSIFIER_KERNEL=numpy``, and
 ``tests/classifiers/test_kernel.py`` holds the two to the same score. Sums run
 in float64 here where numpy's float32 dot products round to float32: the two
-agree to about 1e-5.
+agree within 1e-5 on the 15,931 prompts of the shared routing data (8.8e-6 at
+worst), within 1e-4 on adversarial ones (8.7e-5: 2,001 copies of one 4-byte
+character, thousands of equal 4-grams in numpy's float32 sum).
+
+numba does not check bounds, so ``build`` checks every table's shape first
+(``_shape_problem``): an artifact that does not fit runs on numpy, which raises.
 
 What stays in Python: the string markers (regexes and ``str.count``: CPython's
 own code, warm on any request path), the static embedding and the pair heads.
@@ -34,7 +39,12 @@ from typing import Any
 
 import numpy as np
 
+from classifiers.features import DENSE_NAMES
+from classifiers.prior import SHAPE_NAMES
+
 log = logging.getLogger("routegate.classifier")
+N_DENSE = len(DENSE_NAMES)
+N_SHAPE = len(SHAPE_NAMES)
 
 @dataclass(frozen=True, slots=True)
 class CompiledScore:
@@ -80,18 +90,59 @@ class CompiledScore:
              else np.ascontiguousarray(learned.skill_w, f64)),
             np.uint64(tables["hash_shift"]),
         )
+        problem = _shape_problem(args)
+        if problem:
+            log.warning("the classifier's tables do not fit the compiled score (%s): it "
+                        "scores with numpy", problem)
+            return None
         kernel = cls(fn, args)
-        # Compiled (or read from numba's cache) now, not on the first request.
-        kernel(np.frombuffer(b"warm up", dtype=np.uint8), 7, np.zeros(len(tables["dense_w"])),
-               np.zeros(len(tables["prior_w"])), 0.0)
+        try:   # compiled (or read from numba's cache) now, not on the first request
+            kernel(b"warm up", 7, (0.0,) * N_DENSE, (0.0,) * N_SHAPE, 0.0)
+        except Exception as exc:  # a damaged cache file, a full disk: not the artifact's fault
+            log.warning("the compiled score could not be built (%s: %s): the classifier "
+                        "scores with numpy", type(exc).__name__, str(exc)[:200])
+            return None
         return kernel
 
-    def __call__(self, raw: np.ndarray, n_lower: int, dense: np.ndarray, shape: np.ndarray,
-                 semantic: float) -> tuple[float, float, float, np.ndarray, np.ndarray]:
+    def __call__(self, raw: bytes, n_lower: int, dense: tuple[float, ...],
+                 shape: tuple[float, ...], semantic: float
+                 ) -> tuple[float, float, float, np.ndarray, np.ndarray]:
         """(d(x), closeness weight, max skill posterior, offsets, learned offsets) of a
-        window's bytes (``n_lower``: the lower-cased window's length in characters);
-        ``dense``: the markers, the byte ratios (DIGIT_RATIO...) left to the kernel."""
+        window's UTF-8 bytes (``n_lower``: the lower-cased window's length in characters);
+        ``dense``: ``features.markers`` (the byte ratios are the kernel's), ``shape``:
+        ``prior.shape_values``."""
         return self.fn(raw, n_lower, dense, shape, semantic, *self.args)
+
+
+def _shape_problem(args: tuple) -> str | None:
+    """What in ``build``'s arguments would make the kernel read past an array (numba
+    does not check bounds: numpy's ``take`` raises where this would read memory that is
+    not the table's), or None."""
+    (word_t, space_t, hash_w, dense_w, _, skill_hash_w, skill_shift, skill_dense_w,
+     skill_bias, mean_offset_w, _, offset_w, offset_center, prior_w, _, rarity_w, zipf,
+     seen, _, _, l_hash_w, l_dense_w, _, l_skill_w, hash_shift) = args
+    n_hash = 1 << (32 - int(hash_shift))
+    skills = skill_bias.size
+    mix = skills + N_DENSE + 1
+    checks = {
+        "byte classes of 256": word_t.size == 256 and space_t.size == 256,
+        "hash_w of one weight a bucket": hash_w.shape == (n_hash,),
+        "dense_w": dense_w.shape == (N_DENSE,),
+        "skill_hash_w's rows": skill_hash_w.ndim == 2 and skill_shift >= 0
+        and skill_hash_w.shape == ((n_hash - 1 >> skill_shift) + 1, skills),
+        "skill_dense_w": skill_dense_w.shape == (N_DENSE, skills),
+        "mean_offset_w": mean_offset_w.shape == (mix,),
+        "offset_w": offset_w.shape == (offset_center.size, mix),
+        "prior_w": prior_w.shape == (N_SHAPE,),
+        "the rarity table": (rarity_w.size == 0 and zipf.size == 0)
+        or (rarity_w.shape == (3,) and zipf.shape == (n_hash,)),
+        "seen": seen.shape == (n_hash,),
+        "the learned terms": l_hash_w.size == 0 or (
+            l_hash_w.shape == (n_hash,) and l_dense_w.shape == (N_DENSE,)
+            and l_skill_w.ndim == 2 and l_skill_w.shape[1] == skills),
+    }
+    bad = [name for name, fits in checks.items() if not fits]
+    return ", ".join(bad) or None
 
 
 def available() -> bool:
@@ -104,9 +155,14 @@ def _compiled() -> Callable[..., Any] | None:
     """The compiled kernel (``kernel_jit.score_window``); None when numba cannot be
     imported (``pip install 'routegate[fast]'``)."""
     try:
+        import numba
+
         from classifiers.kernel_jit import score_window
     except ImportError as exc:
         log.info("numba is not installed (%s): the classifier scores with numpy, about "
                  "twice as slow on the request path (pip install 'routegate[fast]')", exc)
+        return None
+    if numba.config.DISABLE_JIT:   # interpreted, the kernel is 100x slower than numpy
+        log.info("NUMBA_DISABLE_JIT is set: the classifier scores with numpy")
         return None
     return score_window

@@ -68,7 +68,7 @@ def score_window(raw, n_lower, dense_in, shape, semantic, word_t, space_t, hash_
     """The score's arithmetic (``ComplexityModel.score_features`` with ``featurize``'s
     n-grams); returns (logit before the learned terms' beta, weight, skill posterior,
     offsets, learned offsets, learned logit)."""
-    n = raw.size
+    n = len(raw)
     mask = np.uint64(0xFFFFFFFF)
     knuth = np.uint64(2654435761)
     poly = np.uint64(0x100000001B3)
@@ -95,8 +95,8 @@ def score_window(raw, n_lower, dense_in, shape, semantic, word_t, space_t, hash_
     n_grams = n - 3 if n >= 4 else 0
     n_big = nw - 1 if nw > 1 else 0
     n_skills = skill_bias.size
-    dense = np.empty(dense_in.size, dtype=np.float64)
-    for j in range(dense_in.size):
+    dense = np.empty(len(dense_in), dtype=np.float64)
+    for j in range(len(dense_in)):
         dense[j] = np.float32(dense_in[j])     # featurize's dense vector is float32
     digits = 0
     operators = 0
@@ -197,7 +197,7 @@ def score_window(raw, n_lower, dense_in, shape, semantic, word_t, space_t, hash_
         offsets[r] = _dot(offset_w[r], mix) - offset_center[r]
     # shrunk_logit: toward the shape prior, by the closeness to the training data.
     prior = prior_b
-    for j in range(shape.size):
+    for j in range(len(shape)):
         prior += prior_w[j] * shape[j]
     if rarity_w.size and n_rare:
         # The rarest word, the mean of the three rarest, the share under RARE_ZIPF.

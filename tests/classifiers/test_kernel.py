@@ -74,3 +74,36 @@ def test_the_kernel_reads_the_models_own_tables() -> None:
     assert np.shares_memory(model._kernel.args[5], model._skill_hash_w)
     assert model._learned is not None
     assert np.shares_memory(model._kernel.args[20], model._learned.hash_w)
+
+
+@pytest.mark.parametrize("index, cut", [
+    (2, "hash_w"), (3, "dense_w"), (5, "skill_hash_w"), (7, "skill_dense_w"), (13, "prior_w"),
+    (16, "zipf"), (17, "seen"), (20, "learned hash_w"), (21, "learned dense_w")])
+def test_a_table_that_does_not_fit_is_not_compiled(index: int, cut: str) -> None:
+    """numba does not check bounds: a table shorter than the buckets it is indexed by
+    must keep the kernel from running (numpy's take raises where it would read past)."""
+    from classifiers import kernel
+
+    model = ComplexityModel.load("demo_fleet.npz")
+    assert model._kernel is not None
+    args = list(model._kernel.args)
+    assert kernel._shape_problem(tuple(args)) is None
+    args[index] = args[index][: args[index].shape[0] // 2]
+    assert kernel._shape_problem(tuple(args)), cut
+
+
+def test_a_kernel_that_fails_to_build_leaves_the_numpy_score(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A damaged numba cache file (or a full disk) fails the warm-up call: the model
+    still loads, and scores with numpy, instead of being refused as an artifact."""
+    from classifiers import kernel
+
+    def broken(*args: object) -> None:
+        raise EOFError("pickle data was truncated")
+
+    monkeypatch.setattr(kernel, "_compiled", lambda: broken)
+    with caplog.at_level("WARNING", logger="routegate.classifier"):
+        model = ComplexityModel.load("demo_fleet.npz")
+    assert model._kernel is None
+    assert "could not be built (EOFError" in caplog.text
+    assert model.score("What is 2 + 2?").tier in ("easy", "medium", "hard")
