@@ -162,7 +162,7 @@ def _compiled() -> Callable[..., Any] | None:
         log.info("numba is not installed (%s): the classifier scores with numpy, about "
                  "twice as slow on the request path (pip install 'routegate[fast]')", exc)
         return None
-    if numba.config.DISABLE_JIT:   # interpreted, the kernel is 100x slower than numpy
+    if getattr(numba.config, "DISABLE_JIT", False):   # interpreted: 100x slower than numpy
         log.info("NUMBA_DISABLE_JIT is set: the classifier scores with numpy")
         return None
     return score_window
