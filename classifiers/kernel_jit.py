@@ -58,21 +58,16 @@ def _distinct(values, n):
     return count
 
 
+_MASK = np.uint64(0xFFFFFFFF)
+_KNUTH = np.uint64(2654435761)
+_POLY = np.uint64(0x100000001B3)
+
 
 @_jit
-def score_window(raw, n_lower, dense_in, shape, semantic, word_t, space_t, hash_w, dense_w, bias,
-            skill_hash_w, skill_shift, skill_dense_w, skill_bias, mean_offset_w,
-            mean_offset_center, offset_w, offset_center, prior_w, prior_b, rarity_w,
-            zipf, seen, seen_reference, learned_weight, l_hash_w, l_dense_w, l_beta,
-            l_skill_w, hash_shift):
-    """The score's arithmetic (``ComplexityModel.score_features`` with ``featurize``'s
-    n-grams); returns (logit before the learned terms' beta, weight, skill posterior,
-    offsets, learned offsets, learned logit)."""
+def _tokens(raw, word_t, space_t):
+    """``features.token_hashes``: each word's polynomial hash of its bytes, and each
+    other byte that is not a space alone; (hashes, how many)."""
     n = len(raw)
-    mask = np.uint64(0xFFFFFFFF)
-    knuth = np.uint64(2654435761)
-    poly = np.uint64(0x100000001B3)
-    # Word and punctuation tokens: a word's hash is the polynomial hash of its bytes.
     words = np.empty(n, dtype=np.uint64)
     nw = 0
     i = 0
@@ -83,32 +78,33 @@ def score_window(raw, n_lower, dense_in, shape, semantic, word_t, space_t, hash_
             p = np.uint64(1)
             while i < n and word_t[raw[i]]:
                 h += np.uint64(raw[i]) * p
-                p *= poly
+                p *= _POLY
                 i += 1
-            words[nw] = h & mask
+            words[nw] = h & _MASK
             nw += 1
         else:
             if not space_t[b]:
                 words[nw] = np.uint64(b)
                 nw += 1
             i += 1
-    n_grams = n - 3 if n >= 4 else 0
-    n_big = nw - 1 if nw > 1 else 0
-    n_skills = skill_bias.size
-    dense = np.empty(len(dense_in), dtype=np.float64)
-    for j in range(len(dense_in)):
-        dense[j] = np.float32(dense_in[j])     # featurize's dense vector is float32
-    digits = 0
-    operators = 0
-    non_ascii = 0
-    cjk = 0
-    for j in range(n):
+    return words, nw
+
+
+@_jit
+def _dense(raw, n_lower, markers):
+    """``features.dense_features``: the markers as float32 rounds them, and the
+    ratios of digits, operators, non-ASCII and CJK characters read off the bytes."""
+    dense = np.empty(len(markers), dtype=np.float64)
+    for j in range(len(markers)):
+        dense[j] = np.float32(markers[j])
+    digits = operators = non_ascii = cjk = 0
+    for j in range(len(raw)):
         b = raw[j]
         if 48 <= b <= 57:
             digits += 1
         elif b == 61 or b == 43 or b == 42 or b == 47 or b == 94 or b == 60 or b == 62:
-            operators += 1
-        elif b >= 0xC0:
+            operators += 1      # = + * / ^ < >
+        elif b >= 0xC0:         # a UTF-8 lead byte: one character
             non_ascii += 1
             if 0xE3 <= b <= 0xED:
                 cjk += 1
@@ -117,116 +113,131 @@ def score_window(raw, n_lower, dense_in, shape, semantic, word_t, space_t, hash_
     dense[OPERATOR_RATIO] = np.float32(operators / chars)
     dense[NON_ASCII_RATIO] = np.float32(non_ascii / chars)
     dense[CJK_RATIO] = np.float32(cjk / chars)
-    hash_sum = 0.0
-    learned_sum = 0.0
-    skill = np.zeros(n_skills, dtype=np.float64)
-    has_learned = l_hash_w.size > 0
-    if n >= 4:
-        scales = (1.0 / np.sqrt(nw) if nw else 0.0, 1.0 / np.sqrt(n_big) if n_big else 0.0,
-                  1.0 / np.sqrt(n_grams))
-        s0 = np.float32(scales[0])
-        s1 = np.float32(scales[1])
-        s2 = np.float32(scales[2])
-        # Seen bigram buckets (distinct, counted below) and the rarest words.
-        seen_b = np.empty(n_big, dtype=np.int64)
-        n_seen_b = 0
-        rarity = np.empty(nw, dtype=np.float64)
-        n_rare = 0
-        for j in range(nw):
-            k = np.int64((((words[j] ^ np.uint64(0x9E3779B9)) * knuth) & mask) >> hash_shift)
-            hash_sum += hash_w[k] * s0
-            if has_learned:
-                learned_sum += l_hash_w[k] * s0
-            row = k >> skill_shift
-            for c in range(n_skills):
-                skill[c] += skill_hash_w[row, c] * s0
-            if zipf.size:
-                code = zipf[k]
-                if code != _SKIP:
-                    rarity[n_rare] = code / _SCALE
-                    n_rare += 1
-        for j in range(n_big):
-            h = ((words[j] * knuth + words[j + 1]) & mask) ^ np.uint64(0x5BD1E995)
-            k = np.int64(((h * knuth) & mask) >> hash_shift)
-            hash_sum += hash_w[k] * s1
-            if has_learned:
-                learned_sum += l_hash_w[k] * s1
-            row = k >> skill_shift
-            for c in range(n_skills):
-                skill[c] += skill_hash_w[row, c] * s1
-            if seen[k]:
-                seen_b[n_seen_b] = k
-                n_seen_b += 1
-        for j in range(n_grams):
-            g = (np.uint64(raw[j]) | (np.uint64(raw[j + 1]) << np.uint64(8))
-                 | (np.uint64(raw[j + 2]) << np.uint64(16))
-                 | (np.uint64(raw[j + 3]) << np.uint64(24))) ^ np.uint64(0x27D4EB2F)
-            k = np.int64(((g * knuth) & mask) >> hash_shift)
-            hash_sum += hash_w[k] * s2
-            if has_learned:
-                learned_sum += l_hash_w[k] * s2
-            row = k >> skill_shift
-            for c in range(n_skills):
-                skill[c] += skill_hash_w[row, c] * s2
-        distinct = _distinct(seen_b, n_seen_b)
-    else:
-        distinct = 0
-        rarity = np.empty(0, dtype=np.float64)
-        n_rare = 0
-    # raw_parts: the learned logit, the skill posterior, the offsets.
-    logit = hash_sum + bias + semantic
-    for j in range(dense.size):
-        logit += dense_w[j] * dense[j]
-    for c in range(n_skills):
+    return dense
+
+
+@_jit
+def _add(k, scale, hash_w, l_hash_w, skill_hash_w, skill_shift, sums, skill):
+    """One n-gram in bucket ``k``: its weights into ``sums`` (shipped, learned) and its
+    skill row into ``skill``, each times ``scale``."""
+    sums[0] += hash_w[k] * scale
+    if l_hash_w.size:
+        sums[1] += l_hash_w[k] * scale
+    row = k >> skill_shift
+    for c in range(skill.size):
+        skill[c] += skill_hash_w[row, c] * scale
+
+
+@_jit
+def _ngrams(raw, words, nw, hash_shift, hash_w, l_hash_w, skill_hash_w, skill_shift, zipf,
+            seen, sums, skill):
+    """``featurize``'s n-grams (unigrams, bigrams, byte 4-grams, each block scaled by
+    1/sqrt(its count)) added up; (distinct seen bigram buckets, Zipf of the words
+    the rarity table knows, how many)."""
+    n = len(raw)
+    n_big = nw - 1 if nw > 1 else 0
+    rarity = np.empty(nw, dtype=np.float64)
+    n_rare = 0
+    seen_b = np.empty(n_big, dtype=np.int64)
+    n_seen = 0
+    if n < 4:       # featurize: no n-grams at all below a byte 4-gram
+        return 0, rarity, 0
+    scale = np.float32(1.0 / np.sqrt(nw)) if nw else np.float32(0.0)
+    for j in range(nw):
+        k = np.int64((((words[j] ^ np.uint64(0x9E3779B9)) * _KNUTH) & _MASK) >> hash_shift)
+        _add(k, scale, hash_w, l_hash_w, skill_hash_w, skill_shift, sums, skill)
+        if zipf.size and zipf[k] != _SKIP:
+            rarity[n_rare] = zipf[k] / _SCALE
+            n_rare += 1
+    scale = np.float32(1.0 / np.sqrt(n_big)) if n_big else np.float32(0.0)
+    for j in range(n_big):
+        h = ((words[j] * _KNUTH + words[j + 1]) & _MASK) ^ np.uint64(0x5BD1E995)
+        k = np.int64(((h * _KNUTH) & _MASK) >> hash_shift)
+        _add(k, scale, hash_w, l_hash_w, skill_hash_w, skill_shift, sums, skill)
+        if seen[k]:
+            seen_b[n_seen] = k
+            n_seen += 1
+    scale = np.float32(1.0 / np.sqrt(n - 3))
+    for j in range(n - 3):
+        g = (np.uint64(raw[j]) | (np.uint64(raw[j + 1]) << np.uint64(8))
+             | (np.uint64(raw[j + 2]) << np.uint64(16))
+             | (np.uint64(raw[j + 3]) << np.uint64(24))) ^ np.uint64(0x27D4EB2F)
+        k = np.int64(((g * _KNUTH) & _MASK) >> hash_shift)
+        _add(k, scale, hash_w, l_hash_w, skill_hash_w, skill_shift, sums, skill)
+    return _distinct(seen_b, n_seen), rarity, n_rare
+
+
+@_jit
+def _rarity(zipf_values, n, rarity_w):
+    """``rarity_features`` dotted with ``rarity_w``: the rarest word, the mean of the
+    three rarest, the share under RARE_ZIPF (0 without words)."""
+    if rarity_w.size == 0 or n == 0:
+        return 0.0
+    first = second = third = -1.0
+    share = 0
+    for j in range(n):
+        z = zipf_values[j]
+        r = min(max((_MAX_ZIPF - z) / _MAX_ZIPF, 0.0), 1.0)
+        if z < _RARE_ZIPF:
+            share += 1
+        if r > first:
+            first, second, third = r, first, second
+        elif r > second:
+            second, third = r, second
+        elif r > third:
+            third = r
+    top3 = (first + second + third) / 3.0 if n >= 3 else (
+        (first + second) / 2.0 if n == 2 else first)
+    return rarity_w[0] * first + rarity_w[1] * top3 + rarity_w[2] * (share / n)
+
+
+@_jit
+def _posterior(skill, dense, skill_dense_w, skill_bias):
+    """The skill posterior, in place: the n-grams' sums plus the dense terms, softmax."""
+    for c in range(skill.size):
         for j in range(dense.size):
             skill[c] += dense[j] * skill_dense_w[j, c]
         skill[c] += skill_bias[c]
     top = skill.max()
     total = 0.0
-    for c in range(n_skills):
+    for c in range(skill.size):
         skill[c] = np.exp(skill[c] - top)
         total += skill[c]
     skill /= total
-    mix = np.empty(n_skills + dense.size + 1, dtype=np.float64)
-    mix[:n_skills] = skill
-    mix[n_skills:n_skills + dense.size] = dense
-    mix[-1] = logit
+
+
+@_jit
+def score_window(raw, n_lower, markers, shape, semantic, word_t, space_t, hash_w, dense_w,
+                 bias, skill_hash_w, skill_shift, skill_dense_w, skill_bias, mean_offset_w,
+                 mean_offset_center, offset_w, offset_center, prior_w, prior_b, rarity_w,
+                 zipf, seen, seen_reference, learned_weight, l_hash_w, l_dense_w, l_beta,
+                 l_skill_w, hash_shift):
+    """``ComplexityModel.score_features(featurize(window))`` of a window's UTF-8 bytes:
+    (d(x), closeness weight, the skill posterior's maximum, offsets by key, the learned
+    terms' offsets by name)."""
+    words, nw = _tokens(raw, word_t, space_t)
+    dense = _dense(raw, n_lower, markers)
+    sums = np.zeros(2, dtype=np.float64)        # shipped, learned
+    skill = np.zeros(skill_bias.size, dtype=np.float64)
+    distinct, zipf_values, n_rare = _ngrams(raw, words, nw, hash_shift, hash_w, l_hash_w,
+                                            skill_hash_w, skill_shift, zipf, seen, sums, skill)
+    # raw_parts: the learned logit, the skill posterior, the offsets.
+    logit = sums[0] + bias + semantic + _dot(dense_w, dense)
+    _posterior(skill, dense, skill_dense_w, skill_bias)
+    mix = np.concatenate((skill, dense, np.array([logit])))
     learned = logit - (_dot(mean_offset_w, mix) - mean_offset_center)
     offsets = np.empty(offset_w.shape[0], dtype=np.float64)
     for r in range(offset_w.shape[0]):
         offsets[r] = _dot(offset_w[r], mix) - offset_center[r]
     # shrunk_logit: toward the shape prior, by the closeness to the training data.
-    prior = prior_b
+    prior = prior_b + _rarity(zipf_values, n_rare, rarity_w)
     for j in range(len(shape)):
         prior += prior_w[j] * shape[j]
-    if rarity_w.size and n_rare:
-        # The rarest word, the mean of the three rarest, the share under RARE_ZIPF.
-        first = second = third = -1.0
-        share = 0
-        for j in range(n_rare):
-            z = rarity[j]
-            r = min(max((_MAX_ZIPF - z) / _MAX_ZIPF, 0.0), 1.0)
-            if z < _RARE_ZIPF:
-                share += 1
-            if r > first:
-                first, second, third = r, first, second
-            elif r > second:
-                second, third = r, second
-            elif r > third:
-                third = r
-        top3 = (first + second + third) / 3.0 if n_rare >= 3 else (
-            (first + second) / 2.0 if n_rare == 2 else first)
-        prior += rarity_w[0] * first + rarity_w[1] * top3 + rarity_w[2] * (share / n_rare)
     weight = min(1.0, distinct / seen_reference) if seen_reference > 0 else 1.0
     d = prior + learned_weight * weight * (learned - prior)
-    if has_learned:
-        delta = learned_sum
-        for j in range(dense.size):
-            delta += l_dense_w[j] * dense[j]
-        own = np.empty(l_skill_w.shape[0], dtype=np.float64)
+    own = np.zeros(l_skill_w.shape[0], dtype=np.float64)
+    if l_hash_w.size:   # routegate learn's terms: beta * d(x) + delta(x), offsets by skill
         for r in range(l_skill_w.shape[0]):
             own[r] = _dot(l_skill_w[r], skill)
-        d = l_beta * d + delta
-    else:
-        own = np.zeros(0, dtype=np.float64)
+        d = l_beta * d + sums[1] + _dot(l_dense_w, dense)
     return d, weight, skill.max(), offsets, own
