@@ -151,6 +151,11 @@ class ComplexityModel:
             "seen_reference": self._seen_reference, "learned_weight": self._learned_weight,
             "learned": self._learned, "hash_shift": 32 - features.HASH_BITS})
 
+    def wait_compiled(self, timeout: float = 120.0) -> bool:
+        """Wait for the compiled score (built in a thread at load, ``kernel.py``); whether
+        it runs. Serving does not wait: it scores with numpy until then."""
+        return self._kernel is not None and self._kernel.wait(timeout)
+
     @staticmethod
     def artifact_file(path: str | os.PathLike | None = None) -> Path:
         """The file ``load(path)`` reads. A relative path that is not found from the
@@ -220,7 +225,7 @@ class ComplexityModel:
         """Score one prompt; cost is bounded whatever the length of ``text``. ``pairs``:
         with the pair heads' gains, if it has any (False: none of them applies)."""
         semantic = self._semantic(text) if self._semantic is not None else 0.0
-        if self._kernel is not None:
+        if self._kernel is not None and self._kernel.ready:
             score = self._score_compiled(text, n_messages, (has_tools, has_response_format),
                                          semantic)
         else:

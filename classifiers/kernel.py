@@ -1,7 +1,9 @@
 """The complexity score of one prompt window, compiled: one call instead of ~40.
 
-    kernel = CompiledScore.build(tables)   # None without numba ('routegate[fast]')
-    d, weight, skill_max, offsets, own = kernel(lowered.encode(), len(lowered), markers, shape, 0.0)
+    kernel = CompiledScore.build(tables)   # built in a thread; numpy serves until it is
+    if kernel is not None and kernel.ready:  # never without numba ('routegate[fast]')
+        d, weight, skill_max, offsets, own = kernel(lowered.encode(), len(lowered),
+                                                    markers, shape, 0.0)
 
 Why it exists (measured, ``python -m loadtest.bench_classifier --gap-ms 20``): on the
 request path a score runs after other work, not back to back, and each numpy
@@ -32,6 +34,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -46,21 +50,24 @@ log = logging.getLogger("routegate.classifier")
 N_DENSE = len(DENSE_NAMES)
 N_SHAPE = len(SHAPE_NAMES)
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CompiledScore:
     """The kernel bound to one model's tables (``build``'s ``tables``: the arrays of
-    ``ComplexityModel``, by the names below)."""
+    ``ComplexityModel``, by the names below). It is built in a thread: until
+    ``ready``, the model scores with numpy, so a start never waits for numba (about
+    0.6 s to import it and read its cache; 5-8 s to compile on a machine's first start)."""
 
-    fn: Callable[..., Any]
     args: tuple
+    fn: Callable[..., Any] | None = None
+    ready: bool = False
+    _thread: threading.Thread | None = None
 
     @classmethod
     def build(cls, tables: dict[str, Any]) -> CompiledScore | None:
-        """None when numba is missing or ``ROUTEGATE_CLASSIFIER_KERNEL=numpy``."""
+        """None when ``ROUTEGATE_CLASSIFIER_KERNEL=numpy`` or the tables do not fit the
+        kernel; else one that becomes ``ready`` when numba has built it (never, with a
+        log line saying why, when numba is missing or cannot build it)."""
         if os.environ.get("ROUTEGATE_CLASSIFIER_KERNEL", "") == "numpy":
-            return None
-        fn = _compiled()
-        if fn is None:
             return None
         f32 = np.float32
         f64 = np.float64
@@ -95,14 +102,35 @@ class CompiledScore:
             log.warning("the classifier's tables do not fit the compiled score (%s): it "
                         "scores with numpy", problem)
             return None
-        kernel = cls(fn, args)
-        try:   # compiled (or read from numba's cache) now, not on the first request
-            kernel(b"warm up", 7, (0.0,) * N_DENSE, (0.0,) * N_SHAPE, 0.0)
+        kernel = cls(args)
+        kernel._thread = threading.Thread(target=kernel._compile, daemon=True,
+                                          name="routegate-classifier-kernel")
+        kernel._thread.start()
+        return kernel
+
+    def _compile(self) -> None:
+        """numba's import and the kernel's compilation (or its cache's reading), then a
+        first call, off the caller's thread (llvmlite lets go of the GIL)."""
+        started = time.monotonic()
+        fn = _compiled()
+        if fn is None:
+            return
+        try:
+            fn(b"warm up", 7, (0.0,) * N_DENSE, (0.0,) * N_SHAPE, 0.0, *self.args)
         except Exception as exc:  # a damaged cache file, a full disk: not the artifact's fault
             log.warning("the compiled score could not be built (%s: %s): the classifier "
                         "scores with numpy", type(exc).__name__, str(exc)[:200])
-            return None
-        return kernel
+            return
+        self.fn = fn
+        self.ready = True
+        log.info("the classifier's compiled score is ready (%.1f s)",
+                 time.monotonic() - started)
+
+    def wait(self, timeout: float = 120.0) -> bool:
+        """Wait for the build (tests, benchmarks and one-off commands); ``ready``."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.ready
 
     def __call__(self, raw: bytes, n_lower: int, dense: tuple[float, ...],
                  shape: tuple[float, ...], semantic: float
@@ -111,6 +139,7 @@ class CompiledScore:
         window's UTF-8 bytes (``n_lower``: the lower-cased window's length in characters);
         ``dense``: ``features.markers`` (the byte ratios are the kernel's), ``shape``:
         ``prior.shape_values``."""
+        assert self.fn is not None
         return self.fn(raw, n_lower, dense, shape, semantic, *self.args)
 
 

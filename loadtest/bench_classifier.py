@@ -210,6 +210,7 @@ def main() -> int:
         served(args.artifact, args.requests, args.concurrency, tuple(args.lengths))
         return 0
     model = ComplexityModel.load(args.artifact)
+    model.wait_compiled()
     counter = counter_for("o200k_base")
     cases = [(f"{n} tokens", [make_prompt(n, seed) for seed in range(50)]) for n in (50, 500, 2000)]
     big = make_prompt(2000, 99)

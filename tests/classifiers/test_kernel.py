@@ -5,6 +5,7 @@ and on prompts that reach each of the kernel's branches."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,8 +34,8 @@ def _prompts(seed: int, n: int) -> list[str]:
 @pytest.fixture(scope="module", params=[None, "demo_fleet.npz"], ids=["shipped", "demo_fleet"])
 def model(request: pytest.FixtureRequest) -> ComplexityModel:
     loaded = ComplexityModel.load(request.param)
-    if loaded._kernel is None:
-        pytest.fail("numba is a dependency: the compiled score must be built")
+    if not loaded.wait_compiled():
+        pytest.fail("numba is in [dev]: the compiled score must be built")
     return loaded
 
 
@@ -69,7 +70,7 @@ def test_score_uses_the_kernel_and_the_switch_turns_it_off(
 def test_the_kernel_reads_the_models_own_tables() -> None:
     """No second copy of the 1 MB tables: the kernel's arrays are the model's."""
     model = ComplexityModel.load("demo_fleet.npz")
-    assert isinstance(model._kernel, CompiledScore)
+    assert isinstance(model._kernel, CompiledScore) and model.wait_compiled()
     assert np.shares_memory(model._kernel.args[2], model._hash_w)
     assert np.shares_memory(model._kernel.args[5], model._skill_hash_w)
     assert model._learned is not None
@@ -104,6 +105,41 @@ def test_a_kernel_that_fails_to_build_leaves_the_numpy_score(
     monkeypatch.setattr(kernel, "_compiled", lambda: broken)
     with caplog.at_level("WARNING", logger="routegate.classifier"):
         model = ComplexityModel.load("demo_fleet.npz")
-    assert model._kernel is None
+        assert not model.wait_compiled()
+    assert model._kernel is not None and not model._kernel.ready
     assert "could not be built (EOFError" in caplog.text
     assert model.score("What is 2 + 2?").tier in ("easy", "medium", "hard")
+
+
+def test_the_model_scores_with_numpy_until_the_kernel_is_ready(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start never waits for numba: the build runs in a thread, and a score asked
+    before it is done is numpy's."""
+    import threading
+
+    from classifiers import kernel
+
+    release = threading.Event()
+    real = kernel._compiled()
+
+    def slow() -> object:
+        release.wait(30)
+        return real
+
+    monkeypatch.setattr(kernel, "_compiled", slow)
+    model = ComplexityModel.load("demo_fleet.npz")
+    assert model._kernel is not None and not model._kernel.ready
+    calls: list[tuple] = []
+    compiled = model._score_compiled
+
+    def counted(*args: Any) -> Any:
+        calls.append(args)
+        return compiled(*args)
+
+    monkeypatch.setattr(model, "_score_compiled", counted)
+    before = model.score("What is the capital of France?")
+    assert calls == [] and before.tier in ("easy", "medium", "hard")
+    release.set()
+    assert model.wait_compiled()
+    model.score("What is the capital of France?")
+    assert len(calls) == 1
