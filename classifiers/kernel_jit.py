@@ -24,6 +24,7 @@ from classifiers.rarity import SKIP as _SKIP
 
 
 def _jit(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """numba.njit, cached where a cache can be written."""
     try:
         return numba.njit(nogil=True, cache=True)(fn)
     except RuntimeError:     # no directory where the cache can be written
@@ -117,53 +118,64 @@ def _dense(raw, n_lower, markers):
 
 
 @_jit
-def _add(k, scale, hash_w, l_hash_w, skill_hash_w, skill_shift, sums, skill):
-    """One n-gram in bucket ``k``: its weights into ``sums`` (shipped, learned) and its
-    skill row into ``skill``, each times ``scale``."""
-    sums[0] += hash_w[k] * scale
-    if l_hash_w.size:
-        sums[1] += l_hash_w[k] * scale
-    row = k >> skill_shift
-    for c in range(skill.size):
-        skill[c] += skill_hash_w[row, c] * scale
-
-
-@_jit
-def _ngrams(raw, words, nw, hash_shift, hash_w, l_hash_w, skill_hash_w, skill_shift, zipf,
-            seen, sums, skill):
-    """``featurize``'s n-grams (unigrams, bigrams, byte 4-grams, each block scaled by
-    1/sqrt(its count)) added up; (distinct seen bigram buckets, Zipf of the words
-    the rarity table knows, how many)."""
+def _buckets(raw, words, nw, hash_shift):
+    """``featurize``'s indices: the buckets of the word unigrams, then of the bigrams,
+    then of the byte 4-grams (none below 4 bytes); and the three blocks' sizes."""
     n = len(raw)
+    if n < 4:
+        return np.empty(0, dtype=np.int64), 0, 0, 0
     n_big = nw - 1 if nw > 1 else 0
-    rarity = np.empty(nw, dtype=np.float64)
-    n_rare = 0
-    seen_b = np.empty(n_big, dtype=np.int64)
-    n_seen = 0
-    if n < 4:       # featurize: no n-grams at all below a byte 4-gram
-        return 0, rarity, 0
-    scale = np.float32(1.0 / np.sqrt(nw)) if nw else np.float32(0.0)
+    out = np.empty(nw + n_big + n - 3, dtype=np.int64)
     for j in range(nw):
-        k = np.int64((((words[j] ^ np.uint64(0x9E3779B9)) * _KNUTH) & _MASK) >> hash_shift)
-        _add(k, scale, hash_w, l_hash_w, skill_hash_w, skill_shift, sums, skill)
-        if zipf.size and zipf[k] != _SKIP:
-            rarity[n_rare] = zipf[k] / _SCALE
-            n_rare += 1
-    scale = np.float32(1.0 / np.sqrt(n_big)) if n_big else np.float32(0.0)
+        out[j] = (((words[j] ^ np.uint64(0x9E3779B9)) * _KNUTH) & _MASK) >> hash_shift
     for j in range(n_big):
         h = ((words[j] * _KNUTH + words[j + 1]) & _MASK) ^ np.uint64(0x5BD1E995)
-        k = np.int64(((h * _KNUTH) & _MASK) >> hash_shift)
-        _add(k, scale, hash_w, l_hash_w, skill_hash_w, skill_shift, sums, skill)
-        if seen[k]:
-            seen_b[n_seen] = k
-            n_seen += 1
-    scale = np.float32(1.0 / np.sqrt(n - 3))
+        out[nw + j] = ((h * _KNUTH) & _MASK) >> hash_shift
     for j in range(n - 3):
         g = (np.uint64(raw[j]) | (np.uint64(raw[j + 1]) << np.uint64(8))
              | (np.uint64(raw[j + 2]) << np.uint64(16))
              | (np.uint64(raw[j + 3]) << np.uint64(24))) ^ np.uint64(0x27D4EB2F)
-        k = np.int64(((g * _KNUTH) & _MASK) >> hash_shift)
-        _add(k, scale, hash_w, l_hash_w, skill_hash_w, skill_shift, sums, skill)
+        out[nw + n_big + j] = ((g * _KNUTH) & _MASK) >> hash_shift
+    return out, nw, n_big, n - 3
+
+
+@_jit
+def _sums(buckets, blocks, hash_w, l_hash_w, skill_hash_w, skill_shift, skill):
+    """The hashed weights of ``buckets`` (shipped, learned) and their skill rows into
+    ``skill``, each n-gram scaled by 1/sqrt(its block's size), as ``featurize``'s values."""
+    shipped = 0.0
+    learned = 0.0
+    start = 0
+    for size in blocks:
+        scale = np.float32(1.0 / np.sqrt(size)) if size else np.float32(0.0)
+        for j in range(start, start + size):
+            k = buckets[j]
+            shipped += hash_w[k] * scale
+            if l_hash_w.size:
+                learned += l_hash_w[k] * scale
+            row = k >> skill_shift
+            for c in range(skill.size):
+                skill[c] += skill_hash_w[row, c] * scale
+        start += size
+    return shipped, learned
+
+
+@_jit
+def _evidence(buckets, nw, n_big, zipf, seen):
+    """(distinct bigram buckets the training data has seen, the Zipf values of the
+    words the rarity table knows, how many of them)."""
+    rarity = np.empty(nw, dtype=np.float64)
+    n_rare = 0
+    for j in range(nw):
+        if zipf.size and zipf[buckets[j]] != _SKIP:
+            rarity[n_rare] = zipf[buckets[j]] / _SCALE
+            n_rare += 1
+    seen_b = np.empty(n_big, dtype=np.int64)
+    n_seen = 0
+    for j in range(nw, nw + n_big):
+        if seen[buckets[j]]:
+            seen_b[n_seen] = buckets[j]
+            n_seen += 1
     return _distinct(seen_b, n_seen), rarity, n_rare
 
 
@@ -217,12 +229,13 @@ def score_window(raw, n_lower, markers, shape, semantic, word_t, space_t, hash_w
     terms' offsets by name)."""
     words, nw = _tokens(raw, word_t, space_t)
     dense = _dense(raw, n_lower, markers)
-    sums = np.zeros(2, dtype=np.float64)        # shipped, learned
+    buckets, nw, n_big, n_grams = _buckets(raw, words, nw, hash_shift)
     skill = np.zeros(skill_bias.size, dtype=np.float64)
-    distinct, zipf_values, n_rare = _ngrams(raw, words, nw, hash_shift, hash_w, l_hash_w,
-                                            skill_hash_w, skill_shift, zipf, seen, sums, skill)
+    shipped, learned_sum = _sums(buckets, (nw, n_big, n_grams), hash_w, l_hash_w,
+                                 skill_hash_w, skill_shift, skill)
+    distinct, zipf_values, n_rare = _evidence(buckets, nw, n_big, zipf, seen)
     # raw_parts: the learned logit, the skill posterior, the offsets.
-    logit = sums[0] + bias + semantic + _dot(dense_w, dense)
+    logit = shipped + bias + semantic + _dot(dense_w, dense)
     _posterior(skill, dense, skill_dense_w, skill_bias)
     mix = np.concatenate((skill, dense, np.array([logit])))
     learned = logit - (_dot(mean_offset_w, mix) - mean_offset_center)
@@ -239,5 +252,5 @@ def score_window(raw, n_lower, markers, shape, semantic, word_t, space_t, hash_w
     if l_hash_w.size:   # routegate learn's terms: beta * d(x) + delta(x), offsets by skill
         for r in range(l_skill_w.shape[0]):
             own[r] = _dot(l_skill_w[r], skill)
-        d = l_beta * d + sums[1] + _dot(l_dense_w, dense)
+        d = l_beta * d + learned_sum + _dot(l_dense_w, dense)
     return d, weight, skill.max(), offsets, own
