@@ -48,6 +48,9 @@ import numpy as np
 from classifiers import features
 from classifiers.artifact import read_npz
 from classifiers.kernel import CompiledScore
+from classifiers.learned_terms import logit as _logit
+from classifiers.learned_terms import read_learned_terms
+from classifiers.learned_terms import sigmoid as _sigmoid
 from classifiers.length import message_text
 from classifiers.pair_heads import PairHeads, heads_from_arrays
 from classifiers.prior import closeness, n_seen_bigrams, shape_features, shape_values
@@ -76,18 +79,6 @@ class PromptScore:
     # With ``routegate learn``'s pair heads: each neighbouring pair's predicted gain,
     # P(strong) - P(weak), keyed (weak, strong) (``classifiers/pair_heads.py``).
     pair_gains: dict[tuple[str, str], float] | None = None
-
-
-def _sigmoid(x: float) -> float:
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
-
-
-def _logit(p: float) -> float:
-    p = min(max(p, 1e-6), 1.0 - 1e-6)
-    return math.log(p / (1.0 - p))
 
 
 class ArtifactError(ValueError):
@@ -132,15 +123,19 @@ class ComplexityModel:
                                            meta.get("semantic", {}), try_load_embedder())
         self._tiers = tuple(meta["tier_cuts"])
         self._weak_logit = float(meta["weak_logit"])
-        self._learned = _learned_terms(arrays)   # ``routegate learn`` (lab/learning.py)
+        self._learned = read_learned_terms(arrays)   # ``routegate learn`` (lab/learning.py)
         # The digests of the prompts those terms were fitted on, (n, 16) uint8 (a set
         # of them only when ``learn`` asks: a serving copy need not hold one).
         self._fitted: np.ndarray | None = arrays.get("learned_prompts")
         if self._learned is not None:
             self._abilities.update({f"learned/{n}": a for n, a in self._learned.abilities.items()})
         self._pairs: PairHeads | None = _pair_heads(arrays, meta)
+        self._kernel = self._compiled_score()
+
+    def _compiled_score(self) -> CompiledScore | None:
+        """The score compiled on this model's tables (``kernel.py``), built in a thread."""
         word_t, space_t = features.byte_classes()
-        self._kernel = CompiledScore.build({
+        return CompiledScore.build({
             "word_t": word_t, "space_t": space_t, "hash_w": self._hash_w,
             "dense_w": self._dense_w, "bias": self._bias, "skill_hash_w": self._skill_hash_w,
             "skill_shift": self._skill_shift, "skill_dense_w": self._skill_dense_w,
@@ -152,8 +147,7 @@ class ComplexityModel:
             "learned": self._learned, "hash_shift": 32 - features.HASH_BITS})
 
     def wait_compiled(self, timeout: float = 120.0) -> bool:
-        """Wait for the compiled score (built in a thread at load, ``kernel.py``); whether
-        it runs. Serving does not wait: it scores with numpy until then."""
+        """Wait for the compiled score (serving does not: numpy scores until then)."""
         return self._kernel is not None and self._kernel.wait(timeout)
 
     @staticmethod
@@ -355,41 +349,6 @@ class ComplexityModel:
         if self._learned is None or name not in self._learned.abilities:
             return None
         return self._learned.abilities[name], name
-
-
-@dataclass(frozen=True, slots=True)
-class _LearnedTerms:
-    """What ``routegate learn`` fitted on top of the shipped model: d(x) becomes
-    ``beta * d(x) + delta(x)``, and each labelled model has an ability and an
-    offset by skill (``lab/learning.py``)."""
-    hash_w: np.ndarray          # (N_HASH,) float32: delta's hashed weights
-    dense_w: np.ndarray         # (N_DENSE,)
-    beta: float
-    names: list[str]
-    skill_w: np.ndarray         # (names, skills)
-    abilities: dict[str, float]
-    weak: str                   # difficulty: how much ``strong`` is needed over ``weak``
-    strong: str
-
-    def apply(self, logit: float, feats: features.Features, skill: np.ndarray
-              ) -> tuple[float, dict[str, float]]:
-        delta = float(self.hash_w.take(feats.indices) @ feats.values) + float(self.dense_w @ feats.dense)
-        own = self.skill_w @ skill
-        return self.beta * logit + delta, dict(zip(self.names, own.tolist(), strict=True))
-
-
-def _learned_terms(arrays: dict[str, np.ndarray]) -> _LearnedTerms | None:
-    if "learned_hash_idx" not in arrays:
-        return None
-    hash_w = np.zeros(features.N_HASH, dtype=np.float32)
-    hash_w[arrays["learned_hash_idx"].astype(np.int64)] = arrays["learned_hash_w"]
-    names = [str(n) for n in arrays["learned_names"]]
-    ability = arrays["learned_ability"].astype(float)
-    return _LearnedTerms(hash_w, arrays["learned_dense_w"].astype(np.float64),
-                         float(arrays["learned_beta"][0]), names,
-                         arrays["learned_skill_w"].astype(np.float64),
-                         {n: _sigmoid(a) for n, a in zip(names, ability, strict=True)},
-                         str(arrays["learned_weak"][0]), str(arrays["learned_strong"][0]))
 
 
 def _pair_heads(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> PairHeads | None:

@@ -4,7 +4,7 @@
     ComplexityModel.load("out")           # routing.classifier: out, classify --classifier out
 
 The directory holds ``complexity.npz`` (the base artifact's arrays, unchanged,
-plus ``learned_*``: see ``_LearnedTerms`` in ``classifiers/complexity.py``, and
+plus ``learned_*``: see ``LearnedTerms`` in ``classifiers/learned_terms.py``, and
 ``learned_prompts``, the digests of the prompts fitted: a later ``learn`` from
 this artifact holds out only prompts it has not seen; and ``pair_*``, a head per
 neighbouring pair of the ladder, ``classifiers/pair_heads.py``) and
