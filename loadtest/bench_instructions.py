@@ -46,9 +46,9 @@ async def send(url: str, count: int, concurrency: int, stream: bool,
         while left > 0:
             left -= 1
             async with session.post(url, data=body, headers=headers) as resp:
-                await resp.read()
+                text = await resp.read()
                 if resp.status != 200:
-                    raise RuntimeError(f"{url}: HTTP {resp.status}")
+                    raise RuntimeError(f"{url}: HTTP {resp.status}: {text[:300]!r}")
 
     timeout = aiohttp.ClientTimeout(total=600)
     async with aiohttp.ClientSession(timeout=timeout) as session:
