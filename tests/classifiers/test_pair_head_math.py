@@ -60,3 +60,17 @@ def test_the_heads_embed_a_prompt_once_and_only_when_one_reads_it(
     assert irt_only.gains("hi", irt) == pytest.approx(
         {("small", "medium"): 0.2, ("medium", "large"): 0.2})
     assert calls == []
+
+
+def test_the_calibration_reads_as_np_interp() -> None:
+    """The calibration is read in Python on the request path (``_interp``): the same
+    value as ``np.interp`` between its points, on them, and flat beyond its ends."""
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        xs = np.unique(rng.uniform(-1.0, 1.0, int(rng.integers(1, 20))))
+        ys = np.sort(rng.uniform(-1.0, 1.0, xs.size))
+        head = PairHead("a", "b", "irt", np.asarray([1.0, 0.0, 0.0]), np.zeros(0), 0.0,
+                        np.zeros((0, 0)), np.zeros(0), 0, xs, ys)
+        for x in [*rng.uniform(-1.5, 1.5, 10), *xs, -2.0, 2.0]:
+            assert head.gain(None, float(x)) == pytest.approx(
+                float(np.interp(x, xs, ys)), abs=1e-12)
