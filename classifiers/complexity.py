@@ -53,7 +53,7 @@ from classifiers.learned_terms import read_learned_terms
 from classifiers.learned_terms import sigmoid as _sigmoid
 from classifiers.length import message_text
 from classifiers.pair_heads import PairHeads, heads_from_arrays
-from classifiers.prior import closeness, n_seen_bigrams, shape_features, shape_values
+from classifiers.prior import closeness, n_seen_bigrams, shape_features
 from classifiers.rarity import rarity_features
 from classifiers.semantic import semantic_term, try_load_embedder
 from classifiers.static_embedding import StaticEmbedding, StaticEmbeddingError, shared_static
@@ -258,12 +258,8 @@ class ComplexityModel:
                         semantic: float) -> PromptScore:
         """``score_features(featurize(text), ...)`` in one compiled call (``kernel.py``)."""
         assert self._kernel is not None
-        lowered = features.bounded_window(text).lower()
-        # bytes and tuples, not arrays: each numpy call here would cost more than its work.
-        logit, weight, skill_max, offsets, own = self._kernel(
-            lowered.encode("utf-8", "replace"), len(lowered),
-            tuple(features.markers(text, lowered, n_messages, flags)),
-            shape_values(text, lowered), semantic)
+        logit, weight, skill_max, offsets, own = self._kernel.score_text(text, n_messages, flags,
+                                                                         semantic)
         learned = None if self._learned is None else dict(zip(self._learned.names,
                                                               own.tolist(), strict=True))
         return self._finish(logit, weight, skill_max, offsets.tolist(), learned)

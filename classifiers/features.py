@@ -199,28 +199,41 @@ def dense_features(
 
 # The markers read off the window's bytes (``dense_features``; ``classifiers/kernel.py``).
 DIGIT_RATIO, OPERATOR_RATIO, NON_ASCII_RATIO, CJK_RATIO = 7, 8, 10, 11
+# The markers that read the window's text (``markers``): the compiled score counts them
+# itself on an ASCII window (``classifiers/kernel_jit.py``).
+CODE_FENCE, CODE_KEYWORDS, LATEX, MC_OPTIONS, LOG_LINES, QUESTION_MARKS, ANSWER_MARKERS = (
+    4, 5, 6, 9, 12, 13, 14)
+
+
+def log_size(text: str, n_chars: int | None = None) -> float:
+    """The prompt's size feature (a marker and a shape feature): log tokens, scaled."""
+    return math.log1p((len(text) if n_chars is None else n_chars) / 4.0) / 8.0
+
+
+def size_markers(text: str, n_messages: int, flags: tuple[bool, bool],
+                 n_chars: int | None = None) -> list[float]:
+    """The markers that do not read the window (its size, the messages, the flags);
+    0.0 for the others."""
+    values = [0.0] * N_DENSE
+    values[0] = log_size(text, n_chars)
+    values[1] = math.log(max(n_messages, 1)) / 3.0
+    values[2] = float(flags[0])
+    values[3] = float(flags[1])
+    return values
 
 
 def markers(text: str, lowered: str, n_messages: int, flags: tuple[bool, bool],
             n_chars: int | None = None) -> list[float]:
     """``dense_features`` but the four ratios of bytes (0.0 there): the string markers."""
-    return [
-        math.log1p((len(text) if n_chars is None else n_chars) / 4.0) / 8.0,
-        math.log(max(n_messages, 1)) / 3.0,
-        float(flags[0]),
-        float(flags[1]),
-        float("```" in lowered),
-        min(sum(map(lowered.count, _CODE_WORDS)), 10) / 10.0,
-        min(len(_LATEX_RE.findall(lowered)), 10) / 10.0,
-        0.0,
-        0.0,
-        min(len(_OPTION_RE.findall(lowered)), 8) / 8.0,
-        0.0,
-        0.0,
-        math.log1p(lowered.count("\n")) / 5.0,
-        min(lowered.count("?"), 10) / 10.0,
-        min(lowered.count("answer:") + lowered.count("答案"), 10) / 10.0,
-    ]
+    values = size_markers(text, n_messages, flags, n_chars)
+    values[CODE_FENCE] = float("```" in lowered)
+    values[CODE_KEYWORDS] = min(sum(map(lowered.count, _CODE_WORDS)), 10) / 10.0
+    values[LATEX] = min(len(_LATEX_RE.findall(lowered)), 10) / 10.0
+    values[MC_OPTIONS] = min(len(_OPTION_RE.findall(lowered)), 8) / 8.0
+    values[LOG_LINES] = math.log1p(lowered.count("\n")) / 5.0
+    values[QUESTION_MARKS] = min(lowered.count("?"), 10) / 10.0
+    values[ANSWER_MARKERS] = min(lowered.count("answer:") + lowered.count("答案"), 10) / 10.0
+    return values
 
 
 def featurize(

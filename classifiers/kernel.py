@@ -2,8 +2,7 @@
 
     kernel = CompiledScore.build(tables)   # built in a thread; numpy serves until it is
     if kernel is not None and kernel.ready:  # never without numba ('routegate[fast]')
-        d, weight, skill_max, offsets, own = kernel(lowered.encode(), len(lowered),
-                                                    markers, shape, 0.0)
+        d, weight, skill_max, offsets, own = kernel.score_text(text, n_messages, flags, 0.0)
 
 Why it exists (measured, ``python -m loadtest.bench_classifier --gap-ms 20``): on the
 request path a score runs after other work, not back to back, and each numpy
@@ -26,8 +25,11 @@ character, thousands of equal 4-grams in numpy's float32 sum).
 numba does not check bounds, so ``build`` checks every table's shape first
 (``_shape_problem``): an artifact that does not fit runs on numpy, which raises.
 
-What stays in Python: the string markers (regexes and ``str.count``: CPython's
-own code, warm on any request path), the static embedding and the pair heads.
+On an ASCII window the kernel also counts the string markers and shape features
+(``features.markers``, ``prior.shape_values``: 40 ``str.count`` and four regular
+expressions, a third of a cold score at 2,000 tokens); elsewhere Python counts them,
+because ``\\s`` and ``\\d`` match more than ASCII there. What stays in Python: the
+static embedding and the pair heads.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ from typing import Any
 
 import numpy as np
 
+from classifiers import features
 from classifiers.features import DENSE_NAMES
-from classifiers.prior import SHAPE_NAMES
+from classifiers.prior import SHAPE_NAMES, shape_values, size_shape
 
 log = logging.getLogger("routegate.classifier")
 N_DENSE = len(DENSE_NAMES)
@@ -116,7 +119,7 @@ class CompiledScore:
         if fn is None:
             return
         try:
-            fn(b"warm up", 7, (0.0,) * N_DENSE, (0.0,) * N_SHAPE, 0.0, *self.args)
+            fn(b"warm up", 7, (0.0,) * N_DENSE, (0.0,) * N_SHAPE, True, 0.0, *self.args)
         except Exception as exc:  # a damaged cache file, a full disk: not the artifact's fault
             log.warning("the compiled score could not be built (%s: %s): the classifier "
                         "scores with numpy", type(exc).__name__, str(exc)[:200])
@@ -132,15 +135,32 @@ class CompiledScore:
             self._thread.join(timeout)
         return self.ready
 
+    def score_text(self, text: str, n_messages: int, flags: tuple[bool, bool], semantic: float
+                   ) -> tuple[float, float, float, np.ndarray, np.ndarray]:
+        """``__call__`` of a prompt: its window lower-cased, with its markers and shape
+        features (an ASCII window's string counts are the kernel's)."""
+        lowered = features.bounded_window(text).lower()
+        strings = lowered.isascii()     # a flag CPython keeps
+        if strings:
+            dense, shape = features.size_markers(text, n_messages, flags), size_shape(text)
+        else:
+            dense = features.markers(text, lowered, n_messages, flags)
+            shape = shape_values(text, lowered)
+        # bytes and tuples, not arrays: each numpy call here would cost more than its work.
+        return self(lowered.encode("utf-8", "replace"), len(lowered), tuple(dense), shape,
+                    strings, semantic)
+
     def __call__(self, raw: bytes, n_lower: int, dense: tuple[float, ...],
-                 shape: tuple[float, ...], semantic: float
+                 shape: tuple[float, ...], strings: bool, semantic: float
                  ) -> tuple[float, float, float, np.ndarray, np.ndarray]:
         """(d(x), closeness weight, max skill posterior, offsets, learned offsets) of a
         window's UTF-8 bytes (``n_lower``: the lower-cased window's length in characters);
         ``dense``: ``features.markers`` (the byte ratios are the kernel's), ``shape``:
-        ``prior.shape_values``."""
+        ``prior.shape_values``. ``strings``: the window is ASCII, and ``dense`` and
+        ``shape`` are ``features.size_markers`` and ``prior.size_shape``: the kernel counts
+        the rest itself."""
         assert self.fn is not None
-        return self.fn(raw, n_lower, dense, shape, semantic, *self.args)
+        return self.fn(raw, n_lower, dense, shape, strings, semantic, *self.args)
 
 
 def _shape_problem(args: tuple) -> str | None:

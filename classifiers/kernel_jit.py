@@ -10,25 +10,15 @@ directory for it can be written (the source tree's ``__pycache__``, else
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-import numba
 import numpy as np
 
 from classifiers.features import CJK_RATIO, DIGIT_RATIO, NON_ASCII_RATIO, OPERATOR_RATIO
+from classifiers.jit import jit as _jit
+from classifiers.kernel_strings import strings as _strings
 from classifiers.rarity import MAX_ZIPF as _MAX_ZIPF
 from classifiers.rarity import RARE_ZIPF as _RARE_ZIPF
 from classifiers.rarity import SCALE as _SCALE
 from classifiers.rarity import SKIP as _SKIP
-
-
-def _jit(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """numba.njit, cached where a cache can be written."""
-    try:
-        return numba.njit(nogil=True, cache=True)(fn)
-    except RuntimeError:     # no directory where the cache can be written
-        return numba.njit(nogil=True)(fn)
 
 
 @_jit
@@ -219,16 +209,22 @@ def _posterior(skill, dense, skill_dense_w, skill_bias):
 
 
 @_jit
-def score_window(raw, n_lower, markers, shape, semantic, word_t, space_t, hash_w, dense_w,
-                 bias, skill_hash_w, skill_shift, skill_dense_w, skill_bias, mean_offset_w,
-                 mean_offset_center, offset_w, offset_center, prior_w, prior_b, rarity_w,
+def score_window(raw, n_lower, markers, shape, strings, semantic, word_t, space_t, hash_w,
+                 dense_w, bias, skill_hash_w, skill_shift, skill_dense_w, skill_bias,
+                 mean_offset_w, mean_offset_center, offset_w, offset_center, prior_w, prior_b, rarity_w,
                  zipf, seen, seen_reference, learned_weight, l_hash_w, l_dense_w, l_beta,
                  l_skill_w, hash_shift):
     """``ComplexityModel.score_features(featurize(window))`` of a window's UTF-8 bytes:
     (d(x), closeness weight, the skill posterior's maximum, offsets by key, the learned
-    terms' offsets by name)."""
+    terms' offsets by name). ``strings``: the window is ASCII, and the string markers
+    and shape features (0.0 in ``markers`` and ``shape``) are counted here."""
     words, nw = _tokens(raw, word_t, space_t)
     dense = _dense(raw, n_lower, markers)
+    shape_a = np.empty(len(shape), dtype=np.float64)
+    for j in range(len(shape)):
+        shape_a[j] = shape[j]
+    if strings:
+        _strings(raw, dense, shape_a)
     buckets, nw, n_big, n_grams = _buckets(raw, words, nw, hash_shift)
     skill = np.zeros(skill_bias.size, dtype=np.float64)
     shipped, learned_sum = _sums(buckets, (nw, n_big, n_grams), hash_w, l_hash_w,
@@ -244,8 +240,7 @@ def score_window(raw, n_lower, markers, shape, semantic, word_t, space_t, hash_w
         offsets[r] = _dot(offset_w[r], mix) - offset_center[r]
     # shrunk_logit: toward the shape prior, by the closeness to the training data.
     prior = prior_b + _rarity(zipf_values, n_rare, rarity_w)
-    for j in range(len(shape)):
-        prior += prior_w[j] * shape[j]
+    prior += _dot(prior_w, shape_a)
     weight = min(1.0, distinct / seen_reference) if seen_reference > 0 else 1.0
     d = prior + learned_weight * weight * (learned - prior)
     own = np.zeros(l_skill_w.shape[0], dtype=np.float64)

@@ -73,7 +73,7 @@ def shape_features(text: str, n_chars: int | None = None) -> np.ndarray:
 def shape_values(text: str, lowered: str, n_chars: int | None = None) -> tuple[float, ...]:
     """``shape_features`` of ``text`` whose lower-cased window is ``lowered``."""
     return (
-        math.log1p((len(text) if n_chars is None else n_chars) / 4.0) / 8.0,
+        features.log_size(text, n_chars),
         math.log1p(_count_numbers(lowered)) / 4.0,
         math.log1p(sum(map(lowered.count, _OPERATORS))) / 4.0,
         min(lowered.count("?"), 10) / 10.0,
@@ -82,6 +82,11 @@ def shape_values(text: str, lowered: str, n_chars: int | None = None) -> tuple[f
         float("```" in lowered),
         math.log1p(lowered.count("\n")) / 5.0,
     )
+
+
+def size_shape(text: str, n_chars: int | None = None) -> tuple[float, ...]:
+    """``shape_values`` but the features that read the window (0.0 there): its size."""
+    return (features.log_size(text, n_chars),) + (0.0,) * (len(SHAPE_NAMES) - 1)
 
 
 def _count_numbers(lowered: str) -> int:

@@ -54,6 +54,40 @@ def test_compiled_score_is_the_numpy_score(model: ComplexityModel) -> None:
                 assert got.family_offsets[key] == pytest.approx(value, abs=1e-5), key
 
 
+# Pieces that reach each branch of the kernel's string counts: the needles and their
+# overlaps ("step by step by step"), the regular expressions' edges (\s is \x1c-\x1f
+# too; "$" pairs 1 to 80 apart, and past; options at a line's start after blank lines),
+# numbers with one fraction.
+_PIECES = ("step by step", " by ", "def ", "return", "print(", "answer:", "```", "why ",
+           "analy", "prove", "$", "$x$", "\\frac", "\\", "\n", "\n\n  ", "(a) ", "b)",
+           "c.", "h:", "i)", "(", ")", ".", ",", ":", "?", "!", "1", "12", "3.5", "4,",
+           ",6", " ", "\t", "\r", "\x0b", "\x0c", "\x1c", "\x1f", "\x7f", "=", "<>", "^",
+           "a", "x" * 90, "Z", "#include", "elif ")
+
+
+def test_the_kernel_counts_an_ascii_windows_strings_as_python_does() -> None:
+    """``kernel_strings.strings`` against ``features.markers`` and ``prior.shape_values``:
+    the regular expressions and ``str.count`` it replaces on an ASCII window."""
+    from classifiers.kernel_strings import strings as count_strings
+    from classifiers.prior import shape_values
+
+    rng = random.Random(11)
+    texts = [p for p in EDGES if p.lower().isascii()] + ["".join(
+        rng.choice(_PIECES) for _ in range(rng.randint(1, 400))) for _ in range(3000)]
+    for text in texts:
+        lowered = features.bounded_window(text).lower()
+        dense = np.zeros(features.N_DENSE)
+        shape = np.zeros(len(shape_values(text, lowered)))
+        count_strings(lowered.encode(), dense, shape)
+        want = np.asarray(features.markers(text, lowered, 1, (False, False)), np.float32)
+        strings = [features.CODE_FENCE, features.CODE_KEYWORDS, features.LATEX,
+                   features.MC_OPTIONS, features.LOG_LINES, features.QUESTION_MARKS,
+                   features.ANSWER_MARKERS]
+        assert dense[strings].tolist() == want[strings].tolist(), repr(text[:80])
+        assert shape[1:] == pytest.approx(shape_values(text, lowered)[1:], abs=1e-12), (
+            repr(text[:80]))
+
+
 def test_score_uses_the_kernel_and_the_switch_turns_it_off(
         model: ComplexityModel, monkeypatch: pytest.MonkeyPatch) -> None:
     text = "Derive the closed form of the sum of the first n cubes, step by step."
