@@ -28,9 +28,8 @@ falls with that distance (``classifiers/prior.py``). An artifact trained with
 ``semantic_alpha > 0`` adds a wordllama embedding term to the learned logit
 (``classifiers/semantic.py``); the shipped one does not (PROVENANCE.md).
 
-Inference is two sparse dot products (difficulty, skill logits), a small
-dense matrix-vector product and a bit-set look-up of the prompt's bigrams;
-no scikit-learn at request time.
+Inference is one compiled call where numba is installed (``classifiers/kernel.py``),
+else a few numpy products; no scikit-learn at request time.
 """
 
 from __future__ import annotations
@@ -145,6 +144,11 @@ class ComplexityModel:
             "prior_b": self._prior_b, "rarity": self._rarity, "seen": self._seen,
             "seen_reference": self._seen_reference, "learned_weight": self._learned_weight,
             "learned": self._learned, "hash_shift": 32 - features.HASH_BITS})
+
+    @property
+    def score_path(self) -> str:
+        """"compiled", "building" (numpy scores until the kernel is ready) or "numpy"."""
+        return "numpy" if self._kernel is None else self._kernel.state
 
     def wait_compiled(self, timeout: float = 120.0) -> bool:
         """Wait for the compiled score (serving does not: numpy scores until then)."""

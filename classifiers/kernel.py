@@ -129,6 +129,14 @@ class CompiledScore:
         log.info("the classifier's compiled score is ready (%.1f s)",
                  time.monotonic() - started)
 
+    @property
+    def state(self) -> str:
+        """"compiled", "building" (numpy scores meanwhile) or "numpy" (numba is missing or
+        could not build it)."""
+        if self.ready:
+            return "compiled"
+        return "building" if self._thread is not None and self._thread.is_alive() else "numpy"
+
     def wait(self, timeout: float = 120.0) -> bool:
         """Wait for the build (tests, benchmarks and one-off commands); ``ready``."""
         if self._thread is not None:

@@ -71,7 +71,8 @@ async def readyz(request: Request, edge: Edge) -> Response:
     redis_ok, upstreams = await edge.readiness.get()
     status, pools = readiness(gw, redis_ok, upstreams)
     body = {"status": status, "redis": redis_ok, "pools": pools, "upstreams": upstreams,
-            "breakers": {name: b.state for name, b in gw.breakers.items()}}
+            "breakers": {name: b.state for name, b in gw.breakers.items()},
+            "classifier": None if gw.classifier is None else gw.classifier.score_path}
     return _json(body, 503 if status == "unavailable" else 200, request)
 
 

@@ -95,7 +95,7 @@ def test_score_uses_the_kernel_and_the_switch_turns_it_off(
     monkeypatch.setenv("ROUTEGATE_CLASSIFIER_KERNEL", "numpy")
     reference = ComplexityModel.load(model.artifact_file(
         "demo_fleet.npz" if model.is_learned else None))
-    assert reference._kernel is None
+    assert reference._kernel is None and reference.score_path == "numpy"
     assert compiled.logit == pytest.approx(reference.score(text).logit, abs=1e-5)
     assert compiled.tier == reference.score(text).tier
     assert (compiled.pair_gains is None) == (reference.score(text).pair_gains is None)
@@ -141,6 +141,7 @@ def test_a_kernel_that_fails_to_build_leaves_the_numpy_score(
         model = ComplexityModel.load("demo_fleet.npz")
         assert not model.wait_compiled()
     assert model._kernel is not None and not model._kernel.ready
+    assert model.score_path == "numpy"
     assert "could not be built (EOFError" in caplog.text
     assert model.score("What is 2 + 2?").tier in ("easy", "medium", "hard")
 
@@ -163,6 +164,7 @@ def test_the_model_scores_with_numpy_until_the_kernel_is_ready(
     monkeypatch.setattr(kernel, "_compiled", slow)
     model = ComplexityModel.load("demo_fleet.npz")
     assert model._kernel is not None and not model._kernel.ready
+    assert model.score_path == "building"
     calls: list[tuple] = []
     compiled = model._score_compiled
 
@@ -174,6 +176,6 @@ def test_the_model_scores_with_numpy_until_the_kernel_is_ready(
     before = model.score("What is the capital of France?")
     assert calls == [] and before.tier in ("easy", "medium", "hard")
     release.set()
-    assert model.wait_compiled()
+    assert model.wait_compiled() and model.score_path == "compiled"
     model.score("What is the capital of France?")
     assert len(calls) == 1
