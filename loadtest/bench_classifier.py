@@ -145,6 +145,7 @@ def served(artifact: Path | None, requests: int, concurrency: int,
     import yaml
 
     from loadtest.servers import REPO, run_gateway
+    from loadtest.targets import wait_classifier
 
     config = yaml.safe_load((REPO / "config" / "routegate.yaml").read_text())
     config["redis_url"] = "redis://127.0.0.1:6379/0"
@@ -165,17 +166,13 @@ def served(artifact: Path | None, requests: int, concurrency: int,
                     r.raise_for_status()
             await asyncio.gather(*(worker() for _ in range(concurrency)))
 
-    print(f"inside routegate serve (config/routegate.yaml, classifier "
-          f"{artifact or config['routing'].get('classifier')}), {requests} auto requests per "
-          f"length at concurrency {concurrency}, score {_path()}; bucket bounds in us:")
-    print(f"{'prompt':<12} {'p50 <=':>8} {'p99 <=':>8} {'under 1 ms':>11}")
     with run_gateway(config) as gw:
-        if kernel.available() and os.environ.get("ROUTEGATE_CLASSIFIER_KERNEL") != "numpy":
-            # The gateway builds the compiled score in a thread and scores with numpy
-            # until then (5-8 s on a first start): measure the score it settles on.
-            deadline = time.monotonic() + 120
-            while "compiled score is ready" not in gw.log() and time.monotonic() < deadline:
-                time.sleep(0.2)
+        # The score it settles on (not numpy's while the compiled one builds), as it says.
+        path = wait_classifier(gw.url)
+        print(f"inside routegate serve (config/routegate.yaml, classifier "
+              f"{artifact or config['routing'].get('classifier')}), {requests} auto requests per "
+              f"length at concurrency {concurrency}, score {path}; bucket bounds in us:")
+        print(f"{'prompt':<12} {'p50 <=':>8} {'p99 <=':>8} {'under 1 ms':>11}")
         for n in lengths:
             prompts = [make_prompt(n, seed) for seed in range(50)]
             asyncio.run(drive(gw.url, prompts, 20))            # warm

@@ -29,7 +29,7 @@ import aiohttp
 
 from loadtest.bench_proxy import request_body
 from loadtest.servers import free_port
-from loadtest.targets import KEY, running, target_command
+from loadtest.targets import KEY, running, target_command, wait_classifier
 
 TARGETS = ("bare-aiohttp", "routegate", "routegate-nobudget")
 
@@ -73,6 +73,8 @@ def measure(name: str, stub: str, tmp: Path, args: argparse.Namespace) -> float:
     base = f"http://127.0.0.1:{port}"
     with running(command, base + ready, tmp / f"{name}.log", wrapper=wrapper,
                  timeout=300, stop_s=60) as proc:
+        if not name.startswith("bare-"):
+            wait_classifier(base, timeout=900)      # valgrind: 50 times slower
         url = base + "/v1/chat/completions"
         asyncio.run(send(url, args.warmup, args.concurrency, args.stream, args.model))
         subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], check=True,

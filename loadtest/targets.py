@@ -13,9 +13,11 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import yaml
 
 from loadtest.servers import REPO, child_env, free_port, stop, wait_http
@@ -87,6 +89,18 @@ def routegate_config(stub: str, tmp: Path, name: str, redis: str, classifier: st
     return path
 
 
+def wait_classifier(base: str, timeout: float = 120.0) -> str | None:
+    """Wait until a gateway's classifier has settled on its score (``/readyz``: compiled,
+    or numpy; numpy scores while the compiled one is ``building``, 5-8 s on a machine's
+    first start): measure what it serves once started. Its path, or None without one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = httpx.get(base + "/readyz", timeout=30).json().get("classifier")
+        if state != "building" or time.monotonic() > deadline:
+            return state
+        time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def start_targets(names: list[str], tmp: Path, redis: str,
                   classifier: str | None) -> Iterator[dict[str, str]]:
@@ -103,5 +117,6 @@ def start_targets(names: list[str], tmp: Path, redis: str,
             else:
                 command, ready = target_command(name, stub, port, tmp, redis, classifier)
                 base = stack.enter_context(server(command, ready, port, tmp / f"{name}.log"))
+                wait_classifier(base)
             urls[name] = base + "/v1/chat/completions"
         yield urls
