@@ -200,7 +200,7 @@ def dense_features(
 # The markers read off the window's bytes (``dense_features``; ``classifiers/kernel.py``).
 DIGIT_RATIO, OPERATOR_RATIO, NON_ASCII_RATIO, CJK_RATIO = 7, 8, 10, 11
 # The markers that read the window's text (``markers``): the compiled score counts them
-# itself on an ASCII window (``classifiers/kernel_jit.py``).
+# itself on an ASCII window (``classifiers/kernel_strings.py``).
 CODE_FENCE, CODE_KEYWORDS, LATEX, MC_OPTIONS, LOG_LINES, QUESTION_MARKS, ANSWER_MARKERS = (
     4, 5, 6, 9, 12, 13, 14)
 
